@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,15 +21,15 @@ def _isolate_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
 
 
 @pytest.fixture(autouse=True)
-def _block_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _block_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Refuse outbound connections to anything but loopback."""
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex
 
     def _check(address: object) -> None:
-        if isinstance(address, tuple) and address and isinstance(address[0], str):
-            if address[0] not in _ALLOWED_HOSTS and not address[0].startswith("127."):
-                raise RuntimeError(f"network access to {address[0]!r} is blocked in tests")
+        host = address[0] if isinstance(address, tuple) and address else None
+        if isinstance(host, str) and host not in _ALLOWED_HOSTS and not host.startswith("127."):
+            raise RuntimeError(f"network access to {host!r} is blocked in tests")
 
     def guarded_connect(self: socket.socket, address: object) -> None:
         _check(address)
@@ -42,4 +41,3 @@ def _block_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(socket.socket, "connect", guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
-    yield

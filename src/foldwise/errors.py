@@ -7,7 +7,7 @@ doing valid work. The gateway maps each class to one HTTP status in one place.
 ```
 FoldwiseError
 ├── UsageError                      misuse: fix the call or the config
-│   ├── ConfigError                 foldwise.yaml / env interpolation / validation (names file + key)
+│   ├── ConfigError                 foldwise.yaml, env interpolation, validation (file + key)
 │   ├── MessageFormatError          a malformed message (names its index and field)
 │   ├── TraceFormatError            a replay trace line that cannot be read (names the line)
 │   └── ArtifactIdError             an offload id that foldwise did not generate
@@ -145,9 +145,7 @@ class ThreadBusyError(FoldwiseRuntimeError):
 
     def __init__(self, thread_id: str, what: str = "a run") -> None:
         self.thread_id = thread_id
-        super().__init__(
-            f"thread {thread_id!r} has {what} in flight; retry after it finishes"
-        )
+        super().__init__(f"thread {thread_id!r} has {what} in flight; retry after it finishes")
 
 
 class ArtifactNotFoundError(FoldwiseRuntimeError):

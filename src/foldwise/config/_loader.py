@@ -15,13 +15,15 @@ from pydantic import ValidationError
 from foldwise.config._models import FoldwiseConfig
 from foldwise.errors import ConfigError
 
-__all__ = ["DEFAULT_CONFIG_PATH", "CONFIG_ENV_VAR", "interpolate", "load_config", "parse_config"]
+__all__ = ["CONFIG_ENV_VAR", "DEFAULT_CONFIG_PATH", "interpolate", "load_config", "parse_config"]
 
 DEFAULT_CONFIG_PATH = "foldwise.yaml"
 CONFIG_ENV_VAR = "FOLDWISE_CONFIG"
 
-_VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
-                  r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
+_VAR = re.compile(
+    r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
+    r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
+)
 _UNSET = object()
 
 
@@ -84,13 +86,21 @@ def _dotted(loc: tuple[int | str, ...]) -> str:
     return key
 
 
+_KEYED = re.compile(r"^(?P<key>[A-Za-z_][\w.\[\]]*): (?P<msg>.*)$", re.DOTALL)
+
+
 def _format_validation_error(err: ValidationError, path: str | None) -> ConfigError:
-    first = err.errors(include_url=False)[0]
+    errors = err.errors(include_url=False)
+    # A typo (an unknown key) explains the "missing" error next to it: report it first.
+    first = sorted(errors, key=lambda e: e["type"] != "extra_forbidden")[0]
     # Skip pydantic's union-branch and function-name segments so the key stays a config key.
     loc = tuple(
-        p for p in first["loc"]
-        if not (isinstance(p, str) and (p.startswith("function-") or "[" in p or p in (
-            "list[ContextSize]", "ContextSize")))
+        p
+        for p in first["loc"]
+        if not (
+            isinstance(p, str)
+            and (p.startswith("function-") or "[" in p or p in ("list[ContextSize]", "ContextSize"))
+        )
     )
     msg = str(first["msg"])
     for prefix in ("Value error, ", "Assertion failed, "):
@@ -99,10 +109,14 @@ def _format_validation_error(err: ValidationError, path: str | None) -> ConfigEr
         msg = "unknown key (check the spelling; unknown keys are errors)"
     elif first["type"] == "missing":
         msg = "required key is missing"
-    more = len(err.errors()) - 1
+    key = _dotted(loc) or None
+    keyed = _KEYED.match(msg) if key is None else None
+    if keyed:  # cross-field checks name their key in the message
+        key, msg = keyed.group("key"), keyed.group("msg")
+    more = len(errors) - 1
     if more:
         msg += f" (and {more} more error{'s' if more > 1 else ''})"
-    return ConfigError(msg, path=path, key=_dotted(loc) or None)
+    return ConfigError(msg, path=path, key=key)
 
 
 def parse_config(

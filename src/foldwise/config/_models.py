@@ -43,8 +43,26 @@ LEGACY_SUMMARIZATION_KEYS = (
 )
 
 
+def _reject_bool_and_non_finite(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+    """Numbers in config must be real numbers: no YAML booleans, no inf or nan."""
+    field = cls.model_fields.get(info.field_name or "")
+    annotation = str(field.annotation) if field is not None else ""
+    numeric = ("int" in annotation or "float" in annotation) and "bool" not in annotation
+    if not numeric:
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, got {str(value).lower()}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("must be finite")
+    if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("inf", "infinity", "nan"):
+        raise ValueError("must be finite")
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+    _numbers = field_validator("*", mode="before")(classmethod(_reject_bool_and_non_finite))
 
 
 class ContextSize(_Strict):
@@ -83,7 +101,7 @@ class ContextSize(_Strict):
             value = int(value)
         if value <= 0:
             raise ValueError(f"{kind} must be greater than 0, got {value}")
-        return value
+        return int(value)
 
     def describe(self) -> str:
         """Render as a short human string, e.g. ``32000 tokens`` or ``80% of window``."""
@@ -100,6 +118,10 @@ class ModelConfig(BaseModel):
     """One chat model entry; unknown keys are passed to the model class as keyword options."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
+
+    _numbers = field_validator("context_window", mode="before")(
+        classmethod(_reject_bool_and_non_finite)
+    )
 
     name: str = Field(min_length=1, max_length=128)
     """Name other settings refer to (`summarization.model_name`, request `model_name`)."""
@@ -133,7 +155,9 @@ class ModelConfig(BaseModel):
     @classmethod
     def _check_name(cls, value: str) -> str:
         if value == BUILTIN_EXTRACTIVE:
-            raise ValueError(f"{BUILTIN_EXTRACTIVE!r} is the built-in summarizer; pick another name")
+            raise ValueError(
+                f"{BUILTIN_EXTRACTIVE!r} is the built-in summarizer; pick another name"
+            )
         return value
 
     @property
@@ -235,9 +259,7 @@ class OffloadConfig(_Strict):
     """Tool results above this many tokens go to the artifact store; `0` disables."""
     human_token_limit: int = Field(default=50000, ge=0)
     """Pasted user input above this is stored, previewed and kept recoverable; `0` disables."""
-    exempt_tools: list[str] = Field(
-        default_factory=lambda: ["read_offloaded", "search_offloaded"]
-    )
+    exempt_tools: list[str] = Field(default_factory=lambda: ["read_offloaded", "search_offloaded"])
     """Tools whose results are never offloaded."""
     root: str = ".foldwise/artifacts"
     """Filesystem store root; one folder per thread below it."""

@@ -1,0 +1,121 @@
+"""Manual compaction of a checkpointed thread: `compact_thread` / `acompact_thread`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from foldwise.agent import find_summarization
+from foldwise.compaction import CompactionOutcome, CompactionPolicy, CompactionReceipt
+from foldwise.config import ContextSize
+from foldwise.errors import CompactionDisabledError, ThreadNotFoundError
+
+__all__ = ["acompact_thread", "acompact_thread_outcome", "compact_thread", "compact_thread_outcome"]
+
+
+def _setup(
+    agent: Any, thread_config: RunnableConfig, keep: ContextSize | dict[str, Any] | None
+) -> tuple[Any, str, CompactionPolicy | None]:
+    middleware = find_summarization(agent)
+    if middleware is None or not middleware.enabled:
+        raise CompactionDisabledError(
+            "compaction is disabled for this agent (summarization.enabled: false, or the agent "
+            "was not built with foldwise.create_agent)"
+        )
+    thread_id = str((thread_config.get("configurable") or {}).get("thread_id") or "")
+    if not thread_id:
+        raise ThreadNotFoundError("<missing configurable.thread_id>")
+    policy = None
+    if keep is not None:
+        size = keep if isinstance(keep, ContextSize) else ContextSize.model_validate(keep)
+        policy = CompactionPolicy.from_summarization(
+            middleware.config.summarization,
+            context_window=middleware.policy.context_window,
+            keep=size,
+        )
+    return middleware, thread_id, policy
+
+
+def _values(snapshot: Any, thread_id: str) -> dict[str, Any]:
+    if snapshot is None or not snapshot.config.get("configurable", {}).get("checkpoint_id"):
+        raise ThreadNotFoundError(thread_id)
+    return dict(snapshot.values or {})
+
+
+async def acompact_thread_outcome(
+    agent: Any,
+    thread_config: RunnableConfig,
+    *,
+    force: bool = True,
+    keep: ContextSize | dict[str, Any] | None = None,
+    model_name: str | None = None,
+) -> CompactionOutcome:
+    """Compact a thread and return the full outcome (including why nothing was done)."""
+    middleware, thread_id, policy = _setup(agent, thread_config, keep)
+    values = _values(await agent.aget_state(thread_config), thread_id)
+    outcome: CompactionOutcome = await middleware.acompact_state(
+        values, thread_id=thread_id, force=force, policy=policy, model_name=model_name
+    )
+    update = outcome.state_update()
+    if update is not None:
+        await agent.aupdate_state(thread_config, update)
+    return outcome
+
+
+def compact_thread_outcome(
+    agent: Any,
+    thread_config: RunnableConfig,
+    *,
+    force: bool = True,
+    keep: ContextSize | dict[str, Any] | None = None,
+    model_name: str | None = None,
+) -> CompactionOutcome:
+    """Sync twin of `acompact_thread_outcome`."""
+    middleware, thread_id, policy = _setup(agent, thread_config, keep)
+    values = _values(agent.get_state(thread_config), thread_id)
+    outcome: CompactionOutcome = middleware.compact_state(
+        values, thread_id=thread_id, force=force, policy=policy, model_name=model_name
+    )
+    update = outcome.state_update()
+    if update is not None:
+        agent.update_state(thread_config, update)
+    return outcome
+
+
+async def acompact_thread(
+    agent: Any,
+    thread_config: RunnableConfig,
+    *,
+    force: bool = True,
+    keep: ContextSize | dict[str, Any] | None = None,
+    model_name: str | None = None,
+) -> CompactionReceipt | None:
+    """Compact a checkpointed thread now, with the same planner as the automatic path.
+
+    Writes one checkpoint on success; returns its receipt, or `None` when there was nothing to
+    compact (`acompact_thread_outcome` says why).
+
+    Raises:
+        SummaryGenerationError: Every summarizer failed; the thread is unchanged.
+        CompactionDisabledError: Summarization is disabled for this agent.
+        ThreadNotFoundError: The thread has no checkpoint.
+    """
+    outcome = await acompact_thread_outcome(
+        agent, thread_config, force=force, keep=keep, model_name=model_name
+    )
+    return outcome.receipt
+
+
+def compact_thread(
+    agent: Any,
+    thread_config: RunnableConfig,
+    *,
+    force: bool = True,
+    keep: ContextSize | dict[str, Any] | None = None,
+    model_name: str | None = None,
+) -> CompactionReceipt | None:
+    """Sync twin of `acompact_thread`."""
+    return compact_thread_outcome(
+        agent, thread_config, force=force, keep=keep, model_name=model_name
+    ).receipt

@@ -1,0 +1,139 @@
+"""Assemble foldwise agents: the middleware stack in its required order, and `create_agent`."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from langchain.agents import create_agent as _lc_create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
+
+from foldwise.config import FoldwiseConfig
+from foldwise.durable import DurableChannel
+from foldwise.errors import ConfigError
+from foldwise.middleware.durable_context import DurableContextMiddleware
+from foldwise.middleware.summarization import SummarizationMiddleware
+from foldwise.models import ModelRegistry, import_object
+from foldwise.state import FoldwiseState
+from foldwise.tokens import get_counter
+
+__all__ = ["build_middlewares", "create_agent", "find_summarization", "load_tools"]
+
+_SUMMARIZERS: weakref.WeakKeyDictionary[Any, SummarizationMiddleware] = weakref.WeakKeyDictionary()
+
+
+def load_tools(config: FoldwiseConfig) -> list[BaseTool]:
+    """Import the config's `tools:` entries (each a `BaseTool` or `@tool` function)."""
+    tools: list[BaseTool] = []
+    for index, entry in enumerate(config.tools):
+        obj = import_object(entry.use, what=f"tools[{index}].use")
+        if not isinstance(obj, BaseTool):
+            raise ConfigError(f"{entry.use} is not a LangChain tool", key=f"tools[{index}].use")
+        tools.append(obj)
+    return tools
+
+
+def build_middlewares(
+    config: FoldwiseConfig,
+    *,
+    run_model_name: str | None = None,
+    model: BaseChatModel | None = None,
+    registry: ModelRegistry | None = None,
+    static_tokens: int = 0,
+    durable_channels: Sequence[DurableChannel] = (),
+) -> list[AgentMiddleware[Any, Any, Any]]:
+    """The foldwise middleware list in its required order.
+
+    Durable capture runs before summarization, so nothing is compacted before it is recorded;
+    the tool-output offload wrapper comes after.
+    """
+    summarization = SummarizationMiddleware(
+        config=config,
+        model=model,
+        run_model_name=run_model_name,
+        registry=registry,
+        static_tokens=static_tokens,
+    )
+    durable = DurableContextMiddleware.from_config(config, channels=durable_channels)
+    return [durable, summarization]
+
+
+def create_agent(
+    config: FoldwiseConfig | None = None,
+    *,
+    model: BaseChatModel | str | None = None,
+    tools: Sequence[BaseTool | Any] = (),
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    store: BaseStore | None = None,
+    system_prompt: str | None = None,
+    name: str | None = None,
+    middleware: Sequence[AgentMiddleware[Any, Any, Any]] = (),
+    durable_channels: Sequence[DurableChannel] = (),
+) -> Any:
+    """Build a LangGraph agent with foldwise's state schema and middleware.
+
+    Args:
+        config: The configuration (defaults apply when omitted).
+        model: The run model: an instance, or a configured name (default: `models[0]`).
+        tools: Tools in addition to the config's `tools:`.
+        checkpointer: LangGraph checkpointer for persistent threads.
+        store: LangGraph store (shared artifacts, memory).
+        system_prompt: The agent's system prompt.
+        name: The graph's name.
+        middleware: Extra middleware, placed after foldwise's.
+        durable_channels: Application channels rendered in the durable data block.
+
+    Returns:
+        A compiled LangGraph graph (`langchain.agents.create_agent` under the hood).
+    """
+    config = config or FoldwiseConfig()
+    registry: ModelRegistry | None = None
+    run_name: str | None = None
+    instance: BaseChatModel | None = None
+    if isinstance(model, BaseChatModel):
+        instance = model
+    else:
+        registry = ModelRegistry(config)
+        run_name = model or registry.default_name
+        if run_name is None:
+            raise ConfigError("no model given and no models configured", key="models")
+        if not registry.knows(run_name):
+            raise ConfigError(f"{run_name!r} names no configured model", key="model")
+        instance = registry.get(run_name)
+    all_tools = [*load_tools(config), *tools]
+    counter = get_counter(config.model(run_name) if run_name else None, config=config)
+    static = counter.count_tools(all_tools)
+    if system_prompt:
+        static += counter.count_text(system_prompt)
+    middlewares = build_middlewares(
+        config,
+        run_model_name=run_name,
+        model=instance,
+        registry=registry,
+        static_tokens=static,
+        durable_channels=durable_channels,
+    )
+    summarization = next((m for m in middlewares if isinstance(m, SummarizationMiddleware)), None)
+    agent = _lc_create_agent(
+        instance,
+        tools=all_tools,
+        system_prompt=system_prompt,
+        middleware=[*middlewares, *middleware],
+        state_schema=FoldwiseState,
+        checkpointer=checkpointer,
+        store=store,
+        name=name,
+    )
+    if summarization is not None:
+        _SUMMARIZERS[agent] = summarization
+    return agent
+
+
+def find_summarization(agent: Any) -> SummarizationMiddleware | None:
+    """The `SummarizationMiddleware` of an agent built by `create_agent`, if any."""
+    return _SUMMARIZERS.get(agent)

@@ -1,0 +1,69 @@
+"""`foldwise bench …`: benchmarks that print Markdown tables or JSON."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+import typer
+from rich.markdown import Markdown
+
+from foldwise.cli._output import echo_json, fail, fail_on_errors, stdout_console
+
+__all__ = ["bench_app"]
+
+bench_app = typer.Typer(
+    help="Run foldwise's benchmarks.", no_args_is_help=True, rich_markup_mode="markdown"
+)
+
+
+class _Report(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def to_markdown(self) -> str: ...
+
+
+def _print_report(report: _Report, *, as_json: bool, out: Path | None) -> None:
+    data = report.to_dict()
+    if out is not None:
+        try:
+            out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        except OSError as err:
+            fail(f"cannot write {out}: {err.strerror or err}")
+    if as_json:
+        echo_json(data)
+        return
+    console = stdout_console()
+    if console.is_terminal:
+        console.print(Markdown(report.to_markdown()))
+    else:
+        typer.echo(report.to_markdown().rstrip("\n"))
+    if out is not None:
+        typer.echo(f"wrote {out}", err=True)
+
+
+@bench_app.command("tokens")
+def tokens(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Smaller corpus and histories (seconds).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Also write the JSON results to this file.", dir_okay=False),
+    ] = None,
+) -> None:
+    """Token counting: accuracy per content class and per-call cost vs LangChain.
+
+    Compares foldwise's counter and LangChain's `count_tokens_approximately` against an exact
+    tokenizer on the shipped corpus, then times counting 100/1,000/10,000-message histories.
+    """
+    try:
+        run = importlib.import_module("foldwise.bench").run_token_benchmark
+    except (ImportError, AttributeError) as err:
+        fail(f"the token benchmark is not available: {err}")
+    with fail_on_errors():
+        report = run(quick=quick)
+    _print_report(report, as_json=as_json, out=out)

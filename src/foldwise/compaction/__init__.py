@@ -1,0 +1,46 @@
+"""Compaction engine: a pure planner, the summarizer prompt, candidates, receipts."""
+
+from foldwise.compaction._engine import CompactionOutcome, Compactor, SummarizationEvent
+from foldwise.compaction._planner import (
+    CompactionDecision,
+    CompactionPlan,
+    SkipReason,
+    decide_compaction,
+    plan_compaction,
+)
+from foldwise.compaction._policy import CompactionPolicy, Threshold
+from foldwise.compaction._prompt import (
+    DEFAULT_SUMMARY_PROMPT,
+    build_summary_input,
+    build_summary_prompt,
+)
+from foldwise.compaction._receipt import (
+    MAX_RECEIPTS,
+    CompactionReceipt,
+    SummaryAttempt,
+    append_receipts,
+)
+from foldwise.compaction._summarize import SUMMARIZE_TAGS, candidate_names, validate_summary
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "MAX_RECEIPTS",
+    "SUMMARIZE_TAGS",
+    "CompactionDecision",
+    "CompactionOutcome",
+    "CompactionPlan",
+    "CompactionPolicy",
+    "CompactionReceipt",
+    "Compactor",
+    "SkipReason",
+    "SummarizationEvent",
+    "SummaryAttempt",
+    "Threshold",
+    "append_receipts",
+    "build_summary_input",
+    "build_summary_prompt",
+    "candidate_names",
+    "decide_compaction",
+    "plan_compaction",
+    "validate_summary",
+]

@@ -1,0 +1,57 @@
+"""Durable context: channels that survive compaction, rendered as data behind a contract."""
+
+from foldwise.durable._channels import (
+    BUILTIN_CHANNELS,
+    DurableChannel,
+    escape_value,
+    render_offloads,
+    render_sections,
+)
+from foldwise.durable._delegations import (
+    MAX_DELEGATIONS,
+    TERMINAL_STATUSES,
+    extract_delegations,
+    merge_delegations,
+    render_delegations,
+)
+from foldwise.durable._render import (
+    AUTHORITY_CONTRACT,
+    DATA_CLOSE,
+    DATA_OPEN,
+    SUMMARY_CHAR_BUDGET,
+    bound_text,
+    inject_durable_context,
+    is_durable_data_message,
+    render_summary_section,
+)
+from foldwise.durable._skills import (
+    MAX_SKILLS,
+    extract_skills,
+    merge_skill_context,
+    render_skills,
+)
+
+__all__ = [
+    "AUTHORITY_CONTRACT",
+    "BUILTIN_CHANNELS",
+    "DATA_CLOSE",
+    "DATA_OPEN",
+    "MAX_DELEGATIONS",
+    "MAX_SKILLS",
+    "SUMMARY_CHAR_BUDGET",
+    "TERMINAL_STATUSES",
+    "DurableChannel",
+    "bound_text",
+    "escape_value",
+    "extract_delegations",
+    "extract_skills",
+    "inject_durable_context",
+    "is_durable_data_message",
+    "merge_delegations",
+    "merge_skill_context",
+    "render_delegations",
+    "render_offloads",
+    "render_sections",
+    "render_skills",
+    "render_summary_section",
+]

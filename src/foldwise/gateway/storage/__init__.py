@@ -1,0 +1,85 @@
+"""Storage of the gateway's own tables: threads, runs, transcript, receipts, thread leases.
+
+One contract (`GatewayStorage`), two backends (`SqliteGatewayStorage`,
+`PostgresGatewayStorage`), one shared test suite. `open_storage(url)` picks the backend from
+`storage.url`. Thread state itself lives in LangGraph's checkpointer, not here. See
+`docs/storage.md` for the schema, migrations, multi-worker deployment and lease semantics.
+
+Example:
+    ```python
+    async with open_storage("sqlite:///.foldwise/foldwise.db") as storage:
+        await storage.create_thread("t-1", {"user": "ada"})
+        if await storage.acquire_thread_lock("t-1", holder=run_id, kind="run", ttl_seconds=30):
+            ...
+    ```
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from foldwise.gateway.storage._errors import (
+    GatewayStorageError,
+    InvalidIdError,
+    InvalidRunIdError,
+    InvalidThreadIdError,
+    RunExistsError,
+    ThreadExistsError,
+)
+from foldwise.gateway.storage._factory import open_storage
+from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
+from foldwise.gateway.storage._migrations import MIGRATIONS, Migration
+from foldwise.gateway.storage._protocol import GatewayStorage, ThreadSortKey
+from foldwise.gateway.storage._records import (
+    EventKind,
+    ReceiptRecord,
+    RunKind,
+    RunRecord,
+    RunStatus,
+    ThreadLock,
+    ThreadRecord,
+    ThreadStatus,
+    TranscriptEntry,
+    TranscriptEvent,
+)
+from foldwise.gateway.storage._sqlite import SqliteGatewayStorage
+
+if TYPE_CHECKING:
+    from foldwise.gateway.storage._postgres import PostgresGatewayStorage
+
+__all__ = [
+    "MIGRATIONS",
+    "EventKind",
+    "GatewayStorage",
+    "GatewayStorageError",
+    "InvalidIdError",
+    "InvalidRunIdError",
+    "InvalidThreadIdError",
+    "Migration",
+    "PostgresGatewayStorage",
+    "ReceiptRecord",
+    "RunExistsError",
+    "RunKind",
+    "RunRecord",
+    "RunStatus",
+    "SqliteGatewayStorage",
+    "ThreadExistsError",
+    "ThreadLock",
+    "ThreadRecord",
+    "ThreadSortKey",
+    "ThreadStatus",
+    "TranscriptEntry",
+    "TranscriptEvent",
+    "open_storage",
+    "validate_run_id",
+    "validate_thread_id",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # psycopg is an optional extra: import the Postgres backend only when it is asked for.
+    if name == "PostgresGatewayStorage":
+        from foldwise.gateway.storage._postgres import PostgresGatewayStorage
+
+        return PostgresGatewayStorage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

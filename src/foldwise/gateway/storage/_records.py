@@ -1,0 +1,181 @@
+"""Value objects returned and accepted by `GatewayStorage`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, get_args
+
+__all__ = [
+    "EventKind",
+    "ReceiptRecord",
+    "RunKind",
+    "RunRecord",
+    "RunStatus",
+    "ThreadLock",
+    "ThreadRecord",
+    "ThreadStatus",
+    "TranscriptEntry",
+    "TranscriptEvent",
+]
+
+ThreadStatus = Literal["idle", "busy", "error"]
+"""Status of a thread: `idle`, `busy` (a run or compaction holds it) or `error`."""
+
+RunKind = Literal["run", "compact"]
+"""What a run row records: an agent run or a manual compaction."""
+
+RunStatus = Literal["running", "success", "error", "interrupted"]
+"""Lifecycle of a run: created as `running`, finished with one of the other three."""
+
+EventKind = Literal["message", "compaction"]
+"""A transcript event is a visible message or a compaction marker."""
+
+THREAD_STATUSES: frozenset[str] = frozenset(get_args(ThreadStatus))
+RUN_KINDS: frozenset[str] = frozenset(get_args(RunKind))
+RUN_STATUSES: frozenset[str] = frozenset(get_args(RunStatus))
+FINAL_RUN_STATUSES: frozenset[str] = RUN_STATUSES - {"running"}
+EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRecord:
+    """A gateway thread row.
+
+    Attributes:
+        thread_id: The validated thread id.
+        created_at: Creation time (timezone-aware UTC).
+        updated_at: Last change of metadata or status (timezone-aware UTC).
+        metadata: Free-form JSON object; searched by containment.
+        status: `idle`, `busy` or `error`.
+    """
+
+    thread_id: str
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, Any]
+    status: ThreadStatus
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run (or manual compaction) on a thread.
+
+    Attributes:
+        run_id: The validated run id.
+        thread_id: The thread it ran on.
+        assistant_id: The configured agent that ran.
+        kind: `run` or `compact`.
+        status: `running`, `success`, `error` or `interrupted`.
+        error: The error text of a failed run.
+        metadata: Free-form JSON object.
+        created_at: When the run started (timezone-aware UTC).
+        updated_at: Last status change (timezone-aware UTC).
+    """
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    kind: RunKind
+    status: RunStatus
+    error: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptEvent:
+    """An event to append to a thread's transcript.
+
+    Attributes:
+        kind: `message` for a visible message, `compaction` for a compaction marker.
+        message: A JSON object: LangChain's `message_to_dict` shape for messages, the receipt
+            summary for compaction markers.
+        run_id: The run that produced the event, if any.
+        message_id: The message id; appending an id that the thread's transcript already
+            holds is a no-op, so retries are idempotent.
+        created_at: When it happened (timezone-aware); `None` means the time of the append.
+
+    Raises:
+        ValueError: On an unknown kind, a non-dict message or a naive `created_at`.
+    """
+
+    kind: EventKind
+    message: dict[str, Any]
+    run_id: str | None = None
+    message_id: str | None = None
+    created_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in EVENT_KINDS:
+            raise ValueError(f"transcript event kind must be one of {sorted(EVENT_KINDS)}")
+        if not isinstance(self.message, dict):
+            raise ValueError("transcript event message must be a dict (a JSON object)")
+        if self.message_id is not None and not (
+            isinstance(self.message_id, str) and 0 < len(self.message_id) <= 512
+        ):
+            raise ValueError("transcript event message_id must be a string of 1-512 chars")
+        if self.created_at is not None and self.created_at.utcoffset() is None:
+            raise ValueError("transcript event created_at must be timezone-aware")
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptEntry:
+    """A stored transcript event with its per-thread sequence number.
+
+    Attributes:
+        thread_id: The thread.
+        seq: Strictly increasing per thread, starting at 1.
+        kind: `message` or `compaction`.
+        run_id: The run that produced it, if any.
+        message_id: The message id, if any.
+        message: The JSON object stored.
+        created_at: Event time (timezone-aware UTC).
+    """
+
+    thread_id: str
+    seq: int
+    kind: EventKind
+    run_id: str | None
+    message_id: str | None
+    message: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptRecord:
+    """A stored compaction receipt.
+
+    Attributes:
+        receipt_id: Increasing id, unique across threads.
+        thread_id: The thread that was compacted.
+        run_id: The run (or compaction run) that produced it, if any.
+        receipt: The receipt as a JSON object.
+        created_at: When it was stored (timezone-aware UTC).
+    """
+
+    receipt_id: int
+    thread_id: str
+    run_id: str | None
+    receipt: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadLock:
+    """A live lease on a thread (one run or compaction at a time).
+
+    Attributes:
+        thread_id: The leased thread.
+        holder: Who holds it (unique per operation, e.g. the run id).
+        kind: What it is held for, e.g. `run` or `compact`.
+        acquired_at: When the current holder took it (timezone-aware UTC).
+        expires_at: When it lapses unless renewed (timezone-aware UTC).
+    """
+
+    thread_id: str
+    holder: str
+    kind: str
+    acquired_at: datetime
+    expires_at: datetime

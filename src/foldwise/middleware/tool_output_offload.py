@@ -1,0 +1,359 @@
+"""`ToolOutputOffloadMiddleware`: oversized tool output and pasted input go to the artifact store.
+
+- Tool results (`wrap_tool_call` / `awrap_tool_call`): a result above `tool_token_limit` is
+  written to the store first; only then is the `ToolMessage` text replaced by a notice naming the
+  artifact and a head-and-tail preview. The message keeps its id, `tool_call_id`, name and status
+  and gets `additional_kwargs["foldwise_offload"] = ref`. If the write fails, the text is clipped
+  inline with a note instead (flag `foldwise_clipped`), so no reference ever points at nothing.
+- User input (`before_model`): a `HumanMessage` above `human_token_limit` is stored verbatim and
+  replaced, under the same id, by a notice and preview. Smaller input is never touched.
+- Every offload is recorded in the `offloads` state channel (reducer `merge_offloads`).
+- The `read_offloaded` and `search_offloaded` tools are added to the agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Any, NotRequired, Self
+
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import ToolCallRequest
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
+from langgraph.types import Command
+
+from foldwise.config import FoldwiseConfig, OffloadConfig
+from foldwise.messages import OFFLOAD_FLAG
+from foldwise.offload import (
+    CLIPPED_FLAG,
+    ArtifactRef,
+    ArtifactStore,
+    FilesystemArtifactStore,
+    StoreArtifactStore,
+    clipped_text,
+    merge_offloads,
+    offload_tools,
+    offloaded_text,
+    replace_message_text,
+    resolve_thread_id,
+    split_content,
+)
+from foldwise.tokens import estimate_tokens
+
+__all__ = ["OffloadState", "ToolOutputOffloadMiddleware"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_EXEMPT_TOOLS = ("read_offloaded", "search_offloaded")
+
+
+class OffloadState(AgentState[Any]):
+    """Agent state with the `offloads` channel (newest 50 offload references)."""
+
+    offloads: NotRequired[Annotated[list[dict[str, Any]], merge_offloads]]
+
+
+def _tool_thread(request: ToolCallRequest) -> str:
+    runtime = request.runtime
+    info = getattr(runtime, "execution_info", None)
+    config = getattr(runtime, "config", None)
+    return resolve_thread_id(config, getattr(info, "thread_id", None))
+
+
+def _model_thread(runtime: Runtime[Any]) -> str:
+    info = getattr(runtime, "execution_info", None)
+    try:
+        config: Any = get_config()
+    except RuntimeError:
+        config = None
+    return resolve_thread_id(config, getattr(info, "thread_id", None))
+
+
+class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
+    """Keeps oversized tool results and pasted input out of the context, recoverably.
+
+    Args:
+        store: Where artifacts go: an `ArtifactStore`, or a LangGraph `BaseStore` (wrapped in a
+            `StoreArtifactStore`). Default: a `FilesystemArtifactStore` under `root`.
+        root: Filesystem root used when `store` is omitted.
+        enabled: Master switch; when false nothing is offloaded and no tools are added.
+        tool_token_limit: Tool results above this many tokens are offloaded; `0` disables.
+        human_token_limit: User messages above this many tokens are offloaded; `0` disables.
+        exempt_tools: Tools whose results are never offloaded.
+        preview_chars: Size of the head-and-tail preview.
+        max_bytes_per_thread: Quota of the default filesystem store.
+        add_tools: Register `read_offloaded` / `search_offloaded` with the agent.
+        count_tokens: Token estimate of a text (default `foldwise.tokens.estimate_tokens`).
+    """
+
+    state_schema = OffloadState
+
+    def __init__(
+        self,
+        *,
+        store: ArtifactStore | BaseStore | None = None,
+        root: str = ".foldwise/artifacts",
+        enabled: bool = True,
+        tool_token_limit: int = 5000,
+        human_token_limit: int = 50000,
+        exempt_tools: Sequence[str] = DEFAULT_EXEMPT_TOOLS,
+        preview_chars: int = 4000,
+        max_bytes_per_thread: int | None = None,
+        add_tools: bool = True,
+        count_tokens: Callable[[str], int] = estimate_tokens,
+    ) -> None:
+        super().__init__()
+        if tool_token_limit < 0 or human_token_limit < 0:
+            raise ValueError("token limits must be >= 0 (0 disables)")
+        if isinstance(store, BaseStore):
+            store = StoreArtifactStore(store, max_bytes_per_thread=max_bytes_per_thread)
+        self.store: ArtifactStore = store or FilesystemArtifactStore(
+            root, max_bytes_per_thread=max_bytes_per_thread
+        )
+        self.enabled = enabled
+        self.tool_token_limit = tool_token_limit
+        self.human_token_limit = human_token_limit
+        self.exempt_tools = frozenset(exempt_tools)
+        self.preview_chars = preview_chars
+        self.count_tokens = count_tokens
+        self.tools = offload_tools(self.store) if enabled and add_tools else []
+
+    @classmethod
+    def from_config(
+        cls,
+        config: FoldwiseConfig | OffloadConfig,
+        *,
+        store: ArtifactStore | BaseStore | None = None,
+        add_tools: bool = True,
+    ) -> Self:
+        """Build the middleware from `foldwise.yaml`'s `offload` block."""
+        offload = config.offload if isinstance(config, FoldwiseConfig) else config
+        return cls(
+            store=store,
+            root=offload.root,
+            enabled=offload.enabled,
+            tool_token_limit=offload.tool_token_limit,
+            human_token_limit=offload.human_token_limit,
+            exempt_tools=offload.exempt_tools,
+            preview_chars=offload.preview_chars,
+            max_bytes_per_thread=offload.max_bytes_per_thread,
+            add_tools=add_tools,
+        )
+
+    # -- tool results ----------------------------------------------------------------------
+
+    def _tool_candidates(self, result: ToolMessage | Command[Any]) -> list[tuple[ToolMessage, str]]:
+        """Tool messages in `result` whose text is over the limit, with that text."""
+        if not self.enabled or self.tool_token_limit <= 0:
+            return []
+        if isinstance(result, ToolMessage):
+            messages: list[Any] = [result]
+        elif isinstance(result, Command) and isinstance(result.update, dict):
+            messages = list(result.update.get("messages") or [])
+        else:
+            return []
+        found: list[tuple[ToolMessage, str]] = []
+        for message in messages:
+            if not isinstance(message, ToolMessage) or message.name in self.exempt_tools:
+                continue
+            if message.additional_kwargs.get(OFFLOAD_FLAG):
+                continue
+            text, _ = split_content(message.content)
+            if self.count_tokens(text) > self.tool_token_limit:
+                found.append((message, text))
+        return found
+
+    def _replacement(
+        self,
+        message: ToolMessage,
+        text: str,
+        ref: ArtifactRef | None,
+        error: BaseException | None,
+        thread_id: str,
+    ) -> ToolMessage:
+        source = message.name or "tool"
+        if ref is not None:
+            new_text = offloaded_text(text, ref, preview_chars=self.preview_chars)
+            return replace_message_text(message, new_text, flag_value=ref.to_dict())
+        tokens = self.count_tokens(text)
+        logger.error(
+            "offload: storing the output of tool %s (%d chars) failed in thread %s; clipped "
+            "inline instead: %s",
+            source,
+            len(text),
+            thread_id,
+            error,
+        )
+        new_text = clipped_text(
+            text, source=source, tokens=tokens, preview_chars=self.preview_chars
+        )
+        info = {"chars": len(text), "tokens": tokens, "source": source, "reason": str(error)[:200]}
+        return replace_message_text(message, new_text, flag=CLIPPED_FLAG, flag_value=info)
+
+    @staticmethod
+    def _assemble(
+        result: ToolMessage | Command[Any],
+        replaced: dict[int, ToolMessage],
+        refs: list[ArtifactRef],
+    ) -> ToolMessage | Command[Any]:
+        events = [ref.to_dict() for ref in refs]
+        if isinstance(result, ToolMessage):
+            message = replaced.get(id(result), result)
+            if not events:
+                return message
+            return Command(update={"messages": [message], "offloads": events})
+        update = dict(result.update) if isinstance(result.update, dict) else {}
+        update["messages"] = [replaced.get(id(m), m) for m in update.get("messages") or []]
+        if events:
+            update["offloads"] = merge_offloads(update.get("offloads"), events)
+        return dataclasses.replace(result, update=update)
+
+    @staticmethod
+    def _meta(message: BaseMessage) -> dict[str, str]:
+        meta = {"message_id": message.id or ""}
+        if isinstance(message, ToolMessage):
+            meta["tool_call_id"] = message.tool_call_id
+        return {k: v for k, v in meta.items() if v}
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the tool, then offload its result if it is too large."""
+        result = handler(request)
+        candidates = self._tool_candidates(result)
+        if not candidates:
+            return result
+        thread_id = _tool_thread(request)
+        replaced: dict[int, ToolMessage] = {}
+        refs: list[ArtifactRef] = []
+        for message, text in candidates:
+            ref: ArtifactRef | None = None
+            error: Exception | None = None
+            try:
+                ref = self.store.put(
+                    thread_id,
+                    text,
+                    source=message.name or "tool",
+                    kind="tool",
+                    meta=self._meta(message),
+                )
+                refs.append(ref)
+            except Exception as exc:  # any store failure: clip inline, log, keep the run going
+                error = exc
+            replaced[id(message)] = self._replacement(message, text, ref, error, thread_id)
+        return self._assemble(result, replaced, refs)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async twin of `wrap_tool_call`."""
+        result = await handler(request)
+        candidates = self._tool_candidates(result)
+        if not candidates:
+            return result
+        thread_id = _tool_thread(request)
+        replaced: dict[int, ToolMessage] = {}
+        refs: list[ArtifactRef] = []
+        for message, text in candidates:
+            ref: ArtifactRef | None = None
+            error: Exception | None = None
+            try:
+                ref = await self.store.aput(
+                    thread_id,
+                    text,
+                    source=message.name or "tool",
+                    kind="tool",
+                    meta=self._meta(message),
+                )
+                refs.append(ref)
+            except Exception as exc:  # any store failure: clip inline, log, keep the run going
+                error = exc
+            replaced[id(message)] = self._replacement(message, text, ref, error, thread_id)
+        return self._assemble(result, replaced, refs)
+
+    # -- pasted user input -----------------------------------------------------------------
+
+    def _human_candidates(self, state: Any) -> list[tuple[HumanMessage, str]]:
+        if not self.enabled or self.human_token_limit <= 0:
+            return []
+        messages = state.get("messages") if isinstance(state, dict) else None
+        found: list[tuple[HumanMessage, str]] = []
+        for message in messages or []:
+            if not isinstance(message, HumanMessage) or not message.id:
+                continue
+            if message.additional_kwargs.get(OFFLOAD_FLAG):
+                continue
+            text, _ = split_content(message.content)
+            if self.count_tokens(text) > self.human_token_limit:
+                found.append((message, text))
+        return found
+
+    def _human_update(
+        self, pairs: list[tuple[HumanMessage, str, ArtifactRef]]
+    ) -> dict[str, Any] | None:
+        if not pairs:
+            return None
+        messages = [
+            replace_message_text(
+                message,
+                offloaded_text(text, ref, preview_chars=self.preview_chars),
+                flag_value=ref.to_dict(),
+            )
+            for message, text, ref in pairs
+        ]
+        return {"messages": messages, "offloads": [ref.to_dict() for _, _, ref in pairs]}
+
+    def _human_failed(self, message: HumanMessage, thread_id: str, exc: Exception) -> None:
+        # User input is never clipped: without a stored copy the message stays as it is.
+        logger.error(
+            "offload: storing user message %s failed in thread %s; left in place: %s",
+            message.id,
+            thread_id,
+            exc,
+        )
+
+    def before_model(self, state: OffloadState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Offload user messages above `human_token_limit` (stored first, then replaced)."""
+        candidates = self._human_candidates(state)
+        if not candidates:
+            return None
+        thread_id = _model_thread(runtime)
+        done: list[tuple[HumanMessage, str, ArtifactRef]] = []
+        for message, text in candidates:
+            try:
+                ref = self.store.put(
+                    thread_id, text, source="human", kind="human", meta=self._meta(message)
+                )
+            except Exception as exc:  # leave the message untouched, log, keep going
+                self._human_failed(message, thread_id, exc)
+                continue
+            done.append((message, text, ref))
+        return self._human_update(done)
+
+    async def abefore_model(
+        self, state: OffloadState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `before_model`."""
+        candidates = self._human_candidates(state)
+        if not candidates:
+            return None
+        thread_id = _model_thread(runtime)
+        done: list[tuple[HumanMessage, str, ArtifactRef]] = []
+        for message, text in candidates:
+            try:
+                ref = await self.store.aput(
+                    thread_id, text, source="human", kind="human", meta=self._meta(message)
+                )
+            except Exception as exc:  # leave the message untouched, log, keep going
+                self._human_failed(message, thread_id, exc)
+                continue
+            done.append((message, text, ref))
+        return self._human_update(done)

@@ -1,0 +1,104 @@
+"""Offload: oversized tool output and pasted input stored verbatim, previewed, readable on demand.
+
+```python
+from foldwise.offload import FilesystemArtifactStore, make_preview, offload_tools
+
+store = FilesystemArtifactStore(".foldwise/artifacts")
+ref = store.put("thread-1", big_text, source="search_corpus", kind="tool")
+page = store.read_page("thread-1", ref.artifact_id, offset=0, limit=200)
+tools = offload_tools(store)          # read_offloaded, search_offloaded
+```
+
+The agent-facing piece is `foldwise.middleware.tool_output_offload.ToolOutputOffloadMiddleware`.
+"""
+
+from foldwise.offload._factory import (
+    acollect_garbage,
+    artifact_store_from_config,
+    collect_garbage,
+)
+from foldwise.offload._filesystem import FilesystemArtifactStore
+from foldwise.offload._ids import (
+    ARTIFACT_ID_PATTERN,
+    is_artifact_id,
+    make_artifact_id,
+    thread_key,
+    validate_artifact_id,
+)
+from foldwise.offload._langgraph_store import StoreArtifactStore
+from foldwise.offload._models import (
+    ArtifactKind,
+    ArtifactPage,
+    ArtifactRef,
+    ArtifactRow,
+    ArtifactSearchResult,
+    GcReport,
+    SearchMatch,
+)
+from foldwise.offload._notice import (
+    CLIPPED_FLAG,
+    clipped_text,
+    human_notice,
+    offloaded_text,
+    replace_message_text,
+    split_content,
+    tool_notice,
+)
+from foldwise.offload._preview import make_preview, one_line_preview
+from foldwise.offload._protocol import DEFAULT_PAGE_CHARS, ArtifactStore
+from foldwise.offload._reducer import MAX_OFFLOAD_EVENTS, merge_offloads
+from foldwise.offload._rows import MAX_ROW_CHARS, iter_rows, join_rows
+from foldwise.offload._store import BaseArtifactStore
+from foldwise.offload._tools import (
+    NO_THREAD_ID,
+    READ_TOOL_NAME,
+    SEARCH_TOOL_NAME,
+    format_page,
+    format_search,
+    offload_tools,
+    resolve_thread_id,
+)
+
+__all__ = [
+    "ARTIFACT_ID_PATTERN",
+    "CLIPPED_FLAG",
+    "DEFAULT_PAGE_CHARS",
+    "MAX_OFFLOAD_EVENTS",
+    "MAX_ROW_CHARS",
+    "NO_THREAD_ID",
+    "READ_TOOL_NAME",
+    "SEARCH_TOOL_NAME",
+    "ArtifactKind",
+    "ArtifactPage",
+    "ArtifactRef",
+    "ArtifactRow",
+    "ArtifactSearchResult",
+    "ArtifactStore",
+    "BaseArtifactStore",
+    "FilesystemArtifactStore",
+    "GcReport",
+    "SearchMatch",
+    "StoreArtifactStore",
+    "acollect_garbage",
+    "artifact_store_from_config",
+    "clipped_text",
+    "collect_garbage",
+    "format_page",
+    "format_search",
+    "human_notice",
+    "is_artifact_id",
+    "iter_rows",
+    "join_rows",
+    "make_artifact_id",
+    "make_preview",
+    "merge_offloads",
+    "offload_tools",
+    "offloaded_text",
+    "one_line_preview",
+    "replace_message_text",
+    "resolve_thread_id",
+    "split_content",
+    "thread_key",
+    "tool_notice",
+    "validate_artifact_id",
+]

@@ -1,0 +1,271 @@
+"""`read_offloaded` and `search_offloaded`: the model's way back to offloaded text.
+
+The tools are bound to a store; the thread comes from the run's config
+(`configurable.thread_id`), never from the model, so a model can only reach artifacts of its own
+thread. Every failure comes back as a short `Error: ...` string, never as an exception that
+would end the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
+
+from langchain.tools import ToolRuntime
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import Field
+
+from foldwise.errors import ArtifactIdError, ArtifactNotFoundError, StorageError
+from foldwise.offload._models import ArtifactPage, ArtifactSearchResult, SearchMatch
+from foldwise.offload._protocol import DEFAULT_PAGE_CHARS, ArtifactStore
+from foldwise.offload._rows import MAX_ROW_CHARS
+from foldwise.offload._search import DEFAULT_SEARCH_SECONDS
+
+__all__ = [
+    "MAX_PAGE_ROWS",
+    "NO_THREAD_ID",
+    "READ_TOOL_NAME",
+    "SEARCH_TOOL_NAME",
+    "format_page",
+    "format_search",
+    "offload_tools",
+    "resolve_thread_id",
+]
+
+logger = logging.getLogger(__name__)
+
+READ_TOOL_NAME = "read_offloaded"
+SEARCH_TOOL_NAME = "search_offloaded"
+NO_THREAD_ID = "foldwise:no-thread"
+"""Thread used when a run has no `configurable.thread_id` (no checkpointer)."""
+MAX_PAGE_ROWS = 1000
+"""Upper bound of `limit`."""
+_SNIPPET_CONTEXT = 150
+_MAX_SHOWN_MATCH = 300
+
+_READ_DESCRIPTION = (
+    "Read a stored tool output or user message that was too large to show in full, by the "
+    "artifact id from its offload notice (art_ followed by 24 hex digits). Returns up to `limit` "
+    "numbered rows starting at row `offset` (0-based: offset=0 starts at row 1) and, when more "
+    "follows, the exact call for the next page. Lines longer than "
+    f"{MAX_ROW_CHARS:,} characters are split into several rows; a '+' after a row number means "
+    "the row continues the line of the row before it."
+)
+_SEARCH_DESCRIPTION = (
+    "Search a stored artifact (id art_ + 24 hex digits, from an offload notice) and get the "
+    "matching rows with their row numbers. `pattern` is a case-sensitive substring, or with "
+    "regex=true a Python regular expression (start it with (?i) to ignore case); the search has "
+    "a time limit. To read around row N, call read_offloaded(artifact_id, offset=N-1)."
+)
+
+
+def resolve_thread_id(config: Mapping[str, Any] | None, execution_thread: object = None) -> str:
+    """The thread an offload belongs to: `configurable.thread_id`, else the run's thread.
+
+    Falls back to `NO_THREAD_ID` for runs without a thread (no checkpointer).
+    """
+    configurable = (config or {}).get("configurable") or {}
+    value = configurable.get("thread_id") if isinstance(configurable, Mapping) else None
+    if value is None or value == "":
+        value = execution_thread
+    if value is None or value == "":
+        return NO_THREAD_ID
+    return str(value)
+
+
+def _runtime_thread(runtime: ToolRuntime[Any, Any] | None) -> str:
+    if runtime is None:
+        return NO_THREAD_ID
+    info = getattr(runtime, "execution_info", None)
+    return resolve_thread_id(runtime.config, getattr(info, "thread_id", None))
+
+
+def _describe_row_span(page: ArtifactPage) -> str:
+    ref = page.ref
+    if not page.rows:
+        return f"artifact {ref.artifact_id}: no rows at offset {page.offset} (it has {ref.rows:,})"
+    first, last = page.rows[0].index + 1, page.rows[-1].index + 1
+    return (
+        f"artifact {ref.artifact_id} ({ref.source}, {ref.chars:,} characters): rows "
+        f"{first:,}-{last:,} of {ref.rows:,}"
+    )
+
+
+def format_page(page: ArtifactPage) -> str:
+    """Render a page for the model: a header, numbered rows, and the next call or the end."""
+    lines = [_describe_row_span(page)]
+    width = len(str(page.ref.rows))
+    for row in page.rows:
+        mark = "+" if row.continuation else " "
+        lines.append(f"{row.index + 1:>{width}}{mark}\t{row.text}")
+    if page.next_offset is not None:
+        lines.append(
+            f'[more: call read_offloaded("{page.ref.artifact_id}", offset={page.next_offset})]'
+        )
+    elif page.rows:
+        lines.append("[end of artifact]")
+    return "\n".join(lines)
+
+
+def _snippet(match: SearchMatch) -> str:
+    text = match.text
+    start = max(0, match.start - _SNIPPET_CONTEXT)
+    end = min(len(text), max(match.end, match.start + 1) + _SNIPPET_CONTEXT)
+    end = min(end, match.start + _MAX_SHOWN_MATCH + _SNIPPET_CONTEXT)
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if end < len(text) else ""
+    return prefix + text[start:end] + suffix
+
+
+def format_search(result: ArtifactSearchResult) -> str:
+    """Render search results for the model: one line per matching row."""
+    ref = result.ref
+    mode = "regex" if result.regex else "substring"
+    count = len(result.matches)
+    header = (
+        f"artifact {ref.artifact_id} ({ref.rows:,} rows): {count} matching row"
+        f"{'' if count == 1 else 's'} for {mode} {result.pattern!r}"
+    )
+    if result.complete:
+        header += " (searched everything)"
+    elif result.stopped_reason:
+        header += f" (stopped early: {result.stopped_reason})"
+    lines = [header]
+    width = len(str(ref.rows))
+    lines += [f"{m.row + 1:>{width}}: {_snippet(m)}" for m in result.matches]
+    if result.matches:
+        lines.append(
+            f'[to read around row N: read_offloaded("{ref.artifact_id}", offset=N-1, limit=40)]'
+        )
+    return "\n".join(lines)
+
+
+def _error(exc: Exception, thread_id: str, artifact_id: object) -> str:
+    if isinstance(exc, ArtifactIdError):
+        return f"Error: {exc}"
+    if isinstance(exc, ArtifactNotFoundError):
+        return f"Error: {exc}"
+    if isinstance(exc, ValueError):
+        return f"Error: {exc}"
+    logger.error("offload read failed (thread %s, artifact %r): %s", thread_id, artifact_id, exc)
+    return "Error: the artifact store failed; try again later"
+
+
+_Handled = (ArtifactIdError, ArtifactNotFoundError, StorageError, ValueError, OSError)
+
+_Id = Annotated[str, Field(description="The artifact id from the offload notice (art_...).")]
+_Offset = Annotated[int, Field(description="0-based index of the first row to return.")]
+_Limit = Annotated[int, Field(description=f"Rows to return (at most {MAX_PAGE_ROWS}).")]
+_Pattern = Annotated[str, Field(description="Substring, or regular expression if regex=true.")]
+_MaxMatches = Annotated[int, Field(description="Stop after this many matching rows.")]
+_Regex = Annotated[bool, Field(description="Treat the pattern as a Python regular expression.")]
+
+
+def offload_tools(
+    store: ArtifactStore,
+    *,
+    max_page_chars: int = DEFAULT_PAGE_CHARS,
+    search_timeout_seconds: float = DEFAULT_SEARCH_SECONDS,
+) -> list[BaseTool]:
+    """The `read_offloaded` and `search_offloaded` tools, bound to `store`.
+
+    Args:
+        store: Where the artifacts are.
+        max_page_chars: Character bound of one page of `read_offloaded`.
+        search_timeout_seconds: Time budget of one `search_offloaded` call.
+
+    Returns:
+        `[read_offloaded, search_offloaded]`, sync and async.
+    """
+
+    def _read(thread_id: str, artifact_id: str, offset: int, limit: int) -> str:
+        limit = max(1, min(MAX_PAGE_ROWS, limit))
+        page = store.read_page(
+            thread_id, artifact_id, offset=max(0, offset), limit=limit, max_chars=max_page_chars
+        )
+        return format_page(page)
+
+    def read_offloaded(
+        artifact_id: _Id, runtime: ToolRuntime, offset: _Offset = 0, limit: _Limit = 200
+    ) -> str:
+        thread_id = _runtime_thread(runtime)
+        try:
+            return _read(thread_id, artifact_id, offset, limit)
+        except _Handled as exc:
+            return _error(exc, thread_id, artifact_id)
+
+    async def aread_offloaded(
+        artifact_id: _Id, runtime: ToolRuntime, offset: _Offset = 0, limit: _Limit = 200
+    ) -> str:
+        thread_id = _runtime_thread(runtime)
+        try:
+            page = await store.aread_page(
+                thread_id,
+                artifact_id,
+                offset=max(0, offset),
+                limit=max(1, min(MAX_PAGE_ROWS, limit)),
+                max_chars=max_page_chars,
+            )
+        except _Handled as exc:
+            return _error(exc, thread_id, artifact_id)
+        return format_page(page)
+
+    def search_offloaded(
+        artifact_id: _Id,
+        pattern: _Pattern,
+        runtime: ToolRuntime,
+        max_matches: _MaxMatches = 20,
+        regex: _Regex = False,
+    ) -> str:
+        thread_id = _runtime_thread(runtime)
+        try:
+            result = store.search(
+                thread_id,
+                artifact_id,
+                pattern,
+                regex=regex,
+                max_matches=max_matches,
+                timeout_seconds=search_timeout_seconds,
+            )
+        except _Handled as exc:
+            return _error(exc, thread_id, artifact_id)
+        return format_search(result)
+
+    async def asearch_offloaded(
+        artifact_id: _Id,
+        pattern: _Pattern,
+        runtime: ToolRuntime,
+        max_matches: _MaxMatches = 20,
+        regex: _Regex = False,
+    ) -> str:
+        thread_id = _runtime_thread(runtime)
+        try:
+            result = await store.asearch(
+                thread_id,
+                artifact_id,
+                pattern,
+                regex=regex,
+                max_matches=max_matches,
+                timeout_seconds=search_timeout_seconds,
+            )
+        except _Handled as exc:
+            return _error(exc, thread_id, artifact_id)
+        return format_search(result)
+
+    read: Callable[..., str] = read_offloaded
+    search: Callable[..., str] = search_offloaded
+    return [
+        StructuredTool.from_function(
+            func=read,
+            coroutine=aread_offloaded,
+            name=READ_TOOL_NAME,
+            description=_READ_DESCRIPTION,
+        ),
+        StructuredTool.from_function(
+            func=search,
+            coroutine=asearch_offloaded,
+            name=SEARCH_TOOL_NAME,
+            description=_SEARCH_DESCRIPTION,
+        ),
+    ]
