@@ -37,7 +37,8 @@ def _restore_foldwise_logger() -> Iterator[None]:
 
 
 def run(*args: str) -> Any:
-    return CliRunner().invoke(app, list(args))
+    # wide enough that long temporary paths are not folded across lines
+    return CliRunner(env={"COLUMNS": "200"}).invoke(app, list(args))
 
 
 def write(tmp_path: Path, text: str, name: str = "foldwise.yaml") -> Path:
@@ -157,7 +158,11 @@ def test_check_json_is_machine_readable() -> None:
     assert s["keep"]["fell_back"] is False
     assert s["trim_tokens_to_summarize"] == 15564
     assert s["summarizers"] == ["summarizer", "main", "extractive"]
-    assert s["budget"] == {"context_window": 128000, "reserved_output_tokens": 4096, "limit": 123904}
+    assert s["budget"] == {
+        "context_window": 128000,
+        "reserved_output_tokens": 4096,
+        "limit": 123904,
+    }
     assert s["anti_thrash"] == {
         "min_gain_tokens": 1000,
         "max_compactions_per_run": 3,
@@ -474,3 +479,25 @@ def test_bench_unavailable_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) 
     assert result.exit_code == 1
     assert result.stderr.startswith("error: the token benchmark is not available")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_bench_tokens_quick_runs_the_real_benchmark(tmp_path: Path) -> None:
+    out = tmp_path / "tokens.json"
+    result = run("bench", "tokens", "--quick", "--json", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data == json.loads(out.read_text(encoding="utf-8"))
+    assert data["quick"] is True
+    assert {row["label"] for row in data["accuracy"]} >= {"English prose", "Chinese prose"}
+    assert all(len(row["foldwise"]) == 3 for row in data["accuracy"])
+    assert [row["messages"] for row in data["speed"]] == [100, 1000, 10000]
+
+
+def test_check_renders_zero_limits_as_off_and_paths_literally(tmp_path: Path) -> None:
+    path = write(tmp_path, "offload: {tool_token_limit: 0, enabled: true}\n", name="cfg[bold].yaml")
+    result = run("config", "check", str(path))
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())
+    assert "tool results off (0), user input > 50,000 tokens" in out
+    assert "cfg[bold].yaml" in out  # not swallowed as rich markup
+    assert "bodies ≤ 8 MiB" in out

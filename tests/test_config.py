@@ -115,9 +115,9 @@ REJECTED: list[tuple[str, str, str, str]] = [
     ("trim-zero", "summarization:\n  trim_tokens_to_summarize: 0\n",
      "summarization.trim_tokens_to_summarize", "greater than 0"),
     ("trim-nan", "summarization:\n  trim_tokens_to_summarize: .nan\n",
-     "summarization.trim_tokens_to_summarize", "finite"),
+     "summarization.trim_tokens_to_summarize", "must be finite"),
     ("timeout-nan", "summarization:\n  timeout_seconds: .nan\n",
-     "summarization.timeout_seconds", ""),
+     "summarization.timeout_seconds", "must be finite"),
     ("timeout-zero", "summarization:\n  timeout_seconds: 0\n", "summarization.timeout_seconds",
      "greater than 0"),
     ("preserve-mode", "summarization:\n  preserve_human: {mode: some}\n",
@@ -139,6 +139,8 @@ REJECTED: list[tuple[str, str, str, str]] = [
     ("typo-gateway", "gateway:\n  hots: 0.0.0.0\n", "gateway.hots", "unknown key"),
     ("typo-memory", "memory:\n  enable: true\n", "memory.enable", "unknown key"),
     ("typo-tools", "tools:\n  - {use: 'a.b:c', name: x}\n", "tools[0].name", "unknown key"),
+    ("typo-in-clause", "summarization:\n  trigger:\n    - {typ: tokens, value: 5}\n",
+     "summarization.trigger[0].typ", "unknown key"),
     # models
     ("model-name-unknown", "summarization:\n  model_name: gpt-4o\n",
      "summarization.model_name", "'gpt-4o' names no configured model"),
@@ -169,9 +171,30 @@ REJECTED: list[tuple[str, str, str, str]] = [
      "greater than or equal to 0"),
     ("offload-preview", "offload:\n  preview_chars: 10\n", "offload.preview_chars",
      "greater than or equal to 200"),
-    ("offload-age-nan", "offload:\n  max_age_days: .nan\n", "offload.max_age_days", ""),
+    ("offload-age-nan", "offload:\n  max_age_days: .nan\n", "offload.max_age_days",
+     "must be finite"),
     ("gateway-port", "gateway:\n  port: 70000\n", "gateway.port", "less than or equal to 65535"),
     ("section-not-mapping", "summarization: [1, 2]\n", "summarization", "dictionary"),
+    # booleans are not numbers, and floats are finite, in every block (not only ContextSize)
+    ("bool-context-window", "models:\n  - {name: m, context_window: true}\n",
+     "models[0].context_window", "must be a number"),
+    ("bool-port", "gateway:\n  port: true\n", "gateway.port", "must be a number"),
+    ("bool-tool-limit", "offload:\n  tool_token_limit: true\n", "offload.tool_token_limit",
+     "must be a number"),
+    ("bool-trim", "summarization:\n  trim_tokens_to_summarize: true\n",
+     "summarization.trim_tokens_to_summarize", "must be a number"),
+    ("bool-max-compactions", "summarization:\n  max_compactions_per_run: false\n",
+     "summarization.max_compactions_per_run", "must be a number"),
+    ("bool-timeout", "summarization:\n  timeout_seconds: true\n",
+     "summarization.timeout_seconds", "must be a number"),
+    ("inf-timeout", "summarization:\n  timeout_seconds: .inf\n",
+     "summarization.timeout_seconds", "must be finite"),
+    ("inf-max-age", "offload:\n  max_age_days: .inf\n", "offload.max_age_days",
+     "must be finite"),
+    ("inf-string-limit", "offload:\n  human_token_limit: '-Infinity'\n",
+     "offload.human_token_limit", "must be finite"),
+    ("nan-string-window", "models:\n  - {name: m, context_window: 'nan'}\n",
+     "models[0].context_window", "must be finite"),
 ]
 # fmt: on
 
@@ -190,90 +213,23 @@ def test_invalid_value_is_rejected_naming_file_and_key(
     ("text", "key"),
     [
         pytest.param(
-            "models:\n  - {name: m, context_window: true}\n",
-            "models[0].context_window",
-            id="context-window",
-        ),
-        pytest.param("gateway:\n  port: true\n", "gateway.port", id="port"),
-        pytest.param(
-            "offload:\n  tool_token_limit: true\n",
-            "offload.tool_token_limit",
-            id="tool-token-limit",
-        ),
-        pytest.param(
-            "summarization:\n  trim_tokens_to_summarize: true\n",
-            "summarization.trim_tokens_to_summarize",
-            id="trim",
-        ),
-        pytest.param(
-            "summarization:\n  max_compactions_per_run: false\n",
-            "summarization.max_compactions_per_run",
-            id="max-compactions",
-        ),
-    ],
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="config bug: integer fields outside ContextSize accept YAML booleans (true -> 1) "
-    "through pydantic's lax mode",
-)
-def test_boolean_is_rejected_as_a_number_everywhere(tmp_path: Path, text: str, key: str) -> None:
-    assert_rejected(write(tmp_path, text), key, "")
-
-
-@pytest.mark.parametrize(
-    ("text", "key"),
-    [
-        pytest.param(
-            "summarization:\n  timeout_seconds: .inf\n",
-            "summarization.timeout_seconds",
-            id="timeout",
-        ),
-        pytest.param("offload:\n  max_age_days: .inf\n", "offload.max_age_days", id="max-age"),
-    ],
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="config bug: float fields outside ContextSize accept .inf (only gt=0 is checked)",
-)
-def test_infinite_float_setting_is_rejected(tmp_path: Path, text: str, key: str) -> None:
-    assert_rejected(write(tmp_path, text), key, "finite")
-
-
-@pytest.mark.parametrize(
-    ("text", "key"),
-    [
-        pytest.param(
-            "summarization:\n  model_name: nope\n", "summarization.model_name", id="model-name"
+            "summarization:\n  model_name: nope\n", "summarization.model_name", id="model"
         ),
         pytest.param("summarization:\n  fallback: nope\n", "summarization.fallback", id="fallback"),
         pytest.param("models:\n  - {name: a}\n  - {name: a}\n", "models[1].name", id="duplicate"),
+        pytest.param("gateway:\n  port: true\n", "gateway.port", id="bool"),
+        pytest.param(
+            "summarization:\n  trigger: [{typ: tokens, value: 5}]\n",
+            "summarization.trigger[0].typ",
+            id="typo-in-clause",
+        ),
     ],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="config bug: cross-field errors from FoldwiseConfig._cross_check put the key in the "
-    "message but leave ConfigError.key as None",
-)
-def test_cross_field_errors_set_the_key_attribute(tmp_path: Path, text: str, key: str) -> None:
+def test_key_attribute_is_the_dotted_key(tmp_path: Path, text: str, key: str) -> None:
+    """`ConfigError.key` is set for field, cross-field and unknown-key errors alike."""
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path, text), env={})
     assert info.value.key == key
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="config bug: for a typo inside a clause ({typ: tokens}) the message names the "
-    "missing `type`, and the unknown `typ` is only counted as '1 more error'",
-)
-def test_typo_inside_a_trigger_clause_names_the_typo(tmp_path: Path) -> None:
-    path = write(tmp_path, "summarization:\n  trigger:\n    - {typ: tokens, value: 5}\n")
-    assert_rejected(path, "summarization.trigger[0].typ", "unknown key")
-
-
-def test_typo_inside_a_trigger_clause_is_an_error(tmp_path: Path) -> None:
-    path = write(tmp_path, "summarization:\n  trigger:\n    - {typ: tokens, value: 5}\n")
-    assert_rejected(path, "summarization.trigger[0].type", "1 more error")
 
 
 def test_config_error_carries_path_and_key(tmp_path: Path) -> None:
@@ -554,7 +510,9 @@ def test_deerflow_single_dict_trigger_is_accepted(tmp_path: Path) -> None:
 )
 def test_legacy_skill_keys_are_accepted_with_a_warning(tmp_path: Path, key: str) -> None:
     path = write(tmp_path, DEERFLOW_BLOCK + f"  {key}: 5\n")
-    with pytest.warns(UserWarning, match=rf"{re.escape(str(path))}: summarization\.{key} is no longer read"):
+    with pytest.warns(
+        UserWarning, match=rf"{re.escape(str(path))}: summarization\.{key} is no longer read"
+    ):
         config = load_config(path, env={})
     assert config.summarization.keep.value == 10
     result = check_cli(str(path))

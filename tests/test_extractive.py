@@ -68,7 +68,9 @@ def english_session() -> list[BaseMessage]:
         ),
         AIMessage(
             "",
-            tool_calls=[{"name": "bash", "args": {"command": "pytest -q tests/billing"}, "id": "c2"}],
+            tool_calls=[
+                {"name": "bash", "args": {"command": "pytest -q tests/billing"}, "id": "c2"}
+            ],
         ),
         ToolMessage(
             filler_log(60, "pytest")
@@ -93,8 +95,8 @@ def english_session() -> list[BaseMessage]:
 def chinese_session() -> list[BaseMessage]:
     return [
         HumanMessage(
-            "请把订单服务 src/orders/api.py 改成异步接口，接口文档在 https://docs.example.cn/orders 。"
-            "必须保持返回的 JSON 格式不变。"
+            "请把订单服务 src/orders/api.py 改成异步接口，"
+            "接口文档在 https://docs.example.cn/orders 。必须保持返回的 JSON 格式不变。"
         ),
         AIMessage(
             "我先读一下代码。",
@@ -106,7 +108,8 @@ def chinese_session() -> list[BaseMessage]:
             name="read_file",
         ),
         AIMessage(
-            "", tool_calls=[{"name": "bash", "args": {"command": "pytest tests/orders"}, "id": "c2"}]
+            "",
+            tool_calls=[{"name": "bash", "args": {"command": "pytest tests/orders"}, "id": "c2"}],
         ),
         ToolMessage(
             filler_log(60, "pytest") + "\nRuntimeError: 事件循环已关闭\n1 failed, 12 passed",
@@ -309,9 +312,17 @@ def test_budget_is_respected_on_a_megabyte_transcript() -> None:
     assert "- `read_file` ×250" in parts[EN["tools"]]
 
 
-@pytest.mark.parametrize("repeat", [1, 2, 5])
-def test_summary_is_at_most_forty_percent_of_its_input(repeat: int) -> None:
-    messages = english_session()[:3] * repeat
+def _dense(count: int) -> list[BaseMessage]:
+    """Short messages packed with facts, so an uncapped summary would be most of the input."""
+    return [
+        HumanMessage(" ".join(f"Never edit src/pkg_{i}/mod_{i}.py." for i in range(count))),
+        AIMessage(" ".join(f"I chose lib_{i} because of BUG-{i}." for i in range(count))),
+    ]
+
+
+@pytest.mark.parametrize("count", [2, 6, 20])
+def test_summary_is_at_most_forty_percent_of_its_input(count: int) -> None:
+    messages = _dense(count)
     text = ExtractiveSummarizer().invoke(messages).content
     assert isinstance(text, str)
     assert text.strip()

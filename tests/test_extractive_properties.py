@@ -58,9 +58,7 @@ def conversations(draw: st.DrawFn) -> list[BaseMessage]:
     return messages
 
 
-_SETTINGS = settings(
-    max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_SETTINGS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -94,7 +95,7 @@ def test_symlinked_thread_folder_is_refused(layout: tuple[Path, Path, Path]) -> 
     # An artifact "file" placed where the link points, to prove reads do not follow it.
     planted = make_artifact_id("victim", SECRET)
     (outside / f"{planted}.txt").write_text(SECRET)
-    (outside / f"{planted}.json").write_text('{"artifact_id": "%s", "chunks": 1}' % planted)
+    (outside / f"{planted}.json").write_text(json.dumps({"artifact_id": planted}))
     before = _snapshot(base)
     with pytest.raises(StorageError, match="not a real directory"):
         store.put("victim", "new content", source="a", kind="tool")

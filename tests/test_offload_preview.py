@@ -1,4 +1,4 @@
-"""Previews, rows and the `offloads` reducer: pure functions, checked with examples and properties."""
+"""Previews, rows and the `offloads` reducer: pure functions, examples and properties."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from foldwise.offload import (
     one_line_preview,
 )
 
-MARKER = re.compile(r"\n\[\.\.\. ([\d,]+) characters(?: \(([\d,]+) line breaks\))? omitted \.\.\.\]\n")
+MARKER = re.compile(
+    r"\n\[\.\.\. ([\d,]+) characters(?: \(([\d,]+) line breaks\))? omitted \.\.\.\]\n"
+)
 
 
 def _parts(preview: str) -> tuple[str, int, str]:
@@ -81,7 +83,7 @@ def test_surrogates_and_combining_marks_are_kept_whole() -> None:
     preview = make_preview(text, max_chars=900)
     head, _, tail = _parts(preview)
     assert not unicodedata.combining(tail[0])
-    assert head.endswith("\u0301") or head.endswith("🎉")
+    assert head.endswith(("\u0301", "🎉"))
 
 
 @settings(max_examples=300, deadline=None)

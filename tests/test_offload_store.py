@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -40,14 +40,14 @@ StoreFactory = Callable[..., BaseArtifactStore]
 
 
 @pytest.fixture(params=["filesystem", "langgraph-store"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
     def factory(**kwargs: object) -> BaseArtifactStore:
         if request.param == "filesystem":
             return FilesystemArtifactStore(tmp_path / "artifacts", **kwargs)  # type: ignore[arg-type]
         # Small chunks so multi-chunk reads are exercised.
         return StoreArtifactStore(InMemoryStore(), chunk_chars=1000, **kwargs)  # type: ignore[arg-type]
 
-    yield factory
+    return factory
 
 
 @pytest.fixture

@@ -83,8 +83,13 @@ def test_arbitrary_entries_normalise_to_a_stable_rendering(entries: list[Transcr
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["human", "ai", "tool"]), st.text(max_size=50))))
-def test_messages_round_trip_through_the_transcript(items: list[tuple[str, str]]) -> None:
+@given(
+    st.lists(st.tuples(st.sampled_from(["human", "ai", "tool"]), st.text(max_size=50))),
+    st.none() | st.integers(1, 30),
+)
+def test_messages_round_trip_through_the_transcript(
+    items: list[tuple[str, str]], max_chars: int | None
+) -> None:
     messages: list[BaseMessage] = []
     for index, (kind, text) in enumerate(items):
         if kind == "human":
@@ -94,7 +99,8 @@ def test_messages_round_trip_through_the_transcript(items: list[tuple[str, str]]
             messages.append(AIMessage(text, tool_calls=[call]))
         else:
             messages.append(ToolMessage(text, tool_call_id=f"c{index}", name="search"))
-    assert parse_transcript(render_transcript(messages)) == transcript_entries(messages)
+    text = render_transcript(messages, max_message_chars=max_chars)
+    assert parse_transcript(text) == transcript_entries(messages, max_message_chars=max_chars)
 
 
 # -- format details ---------------------------------------------------------------------------
@@ -223,7 +229,12 @@ def test_elision_rejects_a_non_positive_limit() -> None:
 def _prompt(summary: str | None, transcript: str, *, template: str = "{messages}") -> str:
     lines: list[str] = []
     if summary is not None:
-        lines += ["<existing_summary>", html.escape(summary, quote=False), "</existing_summary>", ""]
+        lines += [
+            "<existing_summary>",
+            html.escape(summary, quote=False),
+            "</existing_summary>",
+            "",
+        ]
     lines += ["<new_messages>", html.escape(transcript, quote=False), "</new_messages>"]
     return template.replace("{messages}", "\n".join(lines))
 

@@ -99,7 +99,7 @@ def _search_hit(rng: random.Random) -> dict[str, Any]:
     zh = _sentences(corpus_text("chinese_prose"))
     return {
         "title": rng.choice(zh)[:24],
-        "url": f"https://news.example.cn/{rng.randint(2019, 2026)}/{rng.randint(10000, 99999)}.html",
+        "url": f"https://news.example.cn/{rng.randint(2019, 2026)}/{rng.randint(1, 99999)}.html",
         "snippet": "".join(rng.sample(zh, rng.randint(1, 3))),
         "score": round(rng.random(), 4),
         "published": _ts(rng)[:10],
@@ -165,6 +165,4 @@ CONTENT_CLASSES: tuple[ContentClass, ...] = (
 def sample_chunks(content: ContentClass, count: int, *, seed: int = 0) -> list[str]:
     """Return `count` samples of 0.5–8 KB of `content`, deterministic for a given seed."""
     rng = random.Random(f"{seed}:{content.key}")
-    return [
-        content.make(rng, rng.randint(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES)) for _ in range(count)
-    ]
+    return [content.make(rng, rng.randint(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES)) for _ in range(count)]

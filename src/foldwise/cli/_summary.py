@@ -138,6 +138,17 @@ def _n(value: int | float | None) -> str:
     return f"{int(value):,}"
 
 
+def _bytes(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:,.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size} bytes"
+
+
+def _limit(what: str, tokens: int) -> str:
+    return f"{what} off (0)" if tokens == 0 else f"{what} > {_n(tokens)} tokens"
+
+
 def _clause(entry: dict[str, Any]) -> str:
     if entry["type"] == "fraction":
         return f"fraction {entry['value']:.0%}"
@@ -176,7 +187,7 @@ def _keep_line(keep: dict[str, Any]) -> Text:
     return text
 
 
-def _grid(title: str, rows: list[tuple[str, str | Text]]) -> Table:
+def _grid(title: str | None, rows: list[tuple[str, str | Text]]) -> Table:
     table = Table(
         title=title,
         title_justify="left",
@@ -202,7 +213,7 @@ def _models_table(data: dict[str, Any]) -> Table:
         padding=(0, 1),
         header_style="dim",
     )
-    for column in ("name", "class", "model", "context_window", "tokenizer"):
+    for column in ("name", "class", "model", "window", "tokenizer"):
         table.add_column(column, overflow="fold")
     for m in data["models"]:
         name = Text(m["name"])
@@ -270,9 +281,8 @@ def render_summary(data: dict[str, Any]) -> RenderableType:
         ],
     )
     off = data["offload"]
-    limits = (
-        f"tool > {_n(off['tool_token_limit'])} tokens, "
-        f"human > {_n(off['human_token_limit'])} tokens"
+    limits = f"{_limit('tool results', off['tool_token_limit'])}, " + _limit(
+        "user input", off["human_token_limit"]
     )
     age = off["max_age_days"]
     gateway = data["gateway"]
@@ -284,23 +294,23 @@ def render_summary(data: dict[str, Any]) -> RenderableType:
             (
                 "artifacts",
                 f"{off['root']} (preview {_n(off['preview_chars'])} chars, "
-                f"{_n(off['max_bytes_per_thread'] // (1024 * 1024))} MiB per thread, "
+                f"{_bytes(off['max_bytes_per_thread'])} per thread, "
                 f"{'kept forever' if age is None else f'kept {_n(age)} days'})",
             ),
             ("storage", data["storage"]["url"]),
             (
                 "gateway",
                 f"http://{gateway['host']}:{gateway['port']} "
-                f"(bodies ≤ {_n(gateway['max_body_bytes'])} bytes)",
+                f"(bodies ≤ {_bytes(gateway['max_body_bytes'])})",
             ),
             ("tools", ", ".join(data["tools"]) or "none"),
             ("skills", data["skills"]["container_path"]),
         ],
     )
-    title = f"foldwise config: {data['path'] or 'built-in defaults'}"
+    source = _grid(None, [("file", data["path"] or "none (built-in defaults)")])
     return Panel(
-        Group(_models_table(data), "", summarization, "", rest),
-        title=title,
+        Group(source, "", _models_table(data), "", summarization, "", rest),
+        title="foldwise config",
         title_align="left",
         expand=False,
     )

@@ -142,13 +142,16 @@ def decide_compaction(
     Raises:
         MessageFormatError: A message is malformed; names its index.
     """
-    validate_messages(messages)
     if counter is None:
         from foldwise.tokens import get_counter
 
         counter = get_counter()
     summary_tokens = counter.count_text(summary_text) if summary_text else 0
-    request = counter.count_request(messages, static_tokens=static_tokens + summary_tokens)
+    try:
+        request = counter.count_request(messages, static_tokens=static_tokens + summary_tokens)
+    except Exception:
+        validate_messages(messages)  # names the malformed message, if that is the cause
+        raise
     total = request.total
     if not messages:
         return CompactionDecision(None, SkipReason.NOT_ENOUGH_MESSAGES, total, "no messages")
@@ -181,6 +184,8 @@ def decide_compaction(
             f"request at {total:,} tokens / {message_count} messages; {limits}",
         )
 
+    # Full validation only when we are about to cut: the per-call fast path stays O(new).
+    validate_messages(messages)
     counts = [counter.count_message(m) for m in messages]
     n = len(messages)
     keep_tokens = policy.keep_tokens()

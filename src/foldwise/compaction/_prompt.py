@@ -85,10 +85,16 @@ def _water_level(lengths: Sequence[int], target: int) -> int:
     return ordered[-1] if ordered else 0
 
 
-def _render_within(messages: Sequence[BaseMessage], budget: int, counter: TokenCounter) -> str:
-    """Render `messages`, eliding the middle of long ones before dropping any."""
-    blocks = [render_transcript([m]) for m in messages]
-    blocks = [b for b in blocks if b]
+def _render_within(
+    messages: Sequence[BaseMessage], budget: int, counter: TokenCounter
+) -> str:
+    """Render `messages`, eliding the middle of long ones before dropping any.
+
+    Elision happens on message content, before rendering indents continuation lines, so a cut
+    can never turn a line of untrusted text into a role header.
+    """
+    visible = [m for m in messages if render_transcript([m])]
+    blocks = [render_transcript([m]) for m in visible]
     text = "\n".join(blocks)
     tokens = counter.count_text(text)
     if tokens <= budget or not blocks:
@@ -99,14 +105,13 @@ def _render_within(messages: Sequence[BaseMessage], budget: int, counter: TokenC
         cap = _water_level([len(b) for b in blocks], target)
         if cap < _MIN_MESSAGE_CHARS:
             break
-        trimmed = [elide_middle(b, cap) for b in blocks]
-        text = "\n".join(trimmed)
+        text = "\n".join(render_transcript([m], max_message_chars=cap) for m in visible)
         if counter.count_text(text) <= budget:
             return text
         target = int(target * 0.85)
     # Too many messages even at the minimum size: keep the first (the session's opening) and
     # as many of the newest as fit, each elided, and say how many were left out.
-    small = [elide_middle(b, _MIN_MESSAGE_CHARS) for b in blocks]
+    small = [render_transcript([m], max_message_chars=_MIN_MESSAGE_CHARS) for m in visible]
     first, rest = small[0], small[1:]
     used = counter.count_text(first) + 20
     kept: list[str] = []

@@ -146,9 +146,13 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
 
     # -- tool results ----------------------------------------------------------------------
 
-    def _tool_candidates(self, result: ToolMessage | Command[Any]) -> list[tuple[ToolMessage, str]]:
-        """Tool messages in `result` whose text is over the limit, with that text."""
+    def _tool_candidates(
+        self, request: ToolCallRequest, result: ToolMessage | Command[Any]
+    ) -> list[tuple[ToolMessage, str, int]]:
+        """Tool messages in `result` whose text is over the limit, with that text and its size."""
         if not self.enabled or self.tool_token_limit <= 0:
+            return []
+        if request.tool_call.get("name") in self.exempt_tools:
             return []
         if isinstance(result, ToolMessage):
             messages: list[Any] = [result]
@@ -156,21 +160,23 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             messages = list(result.update.get("messages") or [])
         else:
             return []
-        found: list[tuple[ToolMessage, str]] = []
+        found: list[tuple[ToolMessage, str, int]] = []
         for message in messages:
             if not isinstance(message, ToolMessage) or message.name in self.exempt_tools:
                 continue
             if message.additional_kwargs.get(OFFLOAD_FLAG):
                 continue
             text, _ = split_content(message.content)
-            if self.count_tokens(text) > self.tool_token_limit:
-                found.append((message, text))
+            tokens = self.count_tokens(text)
+            if tokens > self.tool_token_limit:
+                found.append((message, text, tokens))
         return found
 
     def _replacement(
         self,
         message: ToolMessage,
         text: str,
+        tokens: int,
         ref: ArtifactRef | None,
         error: BaseException | None,
         thread_id: str,
@@ -179,7 +185,6 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         if ref is not None:
             new_text = offloaded_text(text, ref, preview_chars=self.preview_chars)
             return replace_message_text(message, new_text, flag_value=ref.to_dict())
-        tokens = self.count_tokens(text)
         logger.error(
             "offload: storing the output of tool %s (%d chars) failed in thread %s; clipped "
             "inline instead: %s",
@@ -226,13 +231,13 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
     ) -> ToolMessage | Command[Any]:
         """Run the tool, then offload its result if it is too large."""
         result = handler(request)
-        candidates = self._tool_candidates(result)
+        candidates = self._tool_candidates(request, result)
         if not candidates:
             return result
         thread_id = _tool_thread(request)
         replaced: dict[int, ToolMessage] = {}
         refs: list[ArtifactRef] = []
-        for message, text in candidates:
+        for message, text, tokens in candidates:
             ref: ArtifactRef | None = None
             error: Exception | None = None
             try:
@@ -246,7 +251,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
                 refs.append(ref)
             except Exception as exc:  # any store failure: clip inline, log, keep the run going
                 error = exc
-            replaced[id(message)] = self._replacement(message, text, ref, error, thread_id)
+            replaced[id(message)] = self._replacement(message, text, tokens, ref, error, thread_id)
         return self._assemble(result, replaced, refs)
 
     async def awrap_tool_call(
@@ -256,13 +261,13 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
     ) -> ToolMessage | Command[Any]:
         """Async twin of `wrap_tool_call`."""
         result = await handler(request)
-        candidates = self._tool_candidates(result)
+        candidates = self._tool_candidates(request, result)
         if not candidates:
             return result
         thread_id = _tool_thread(request)
         replaced: dict[int, ToolMessage] = {}
         refs: list[ArtifactRef] = []
-        for message, text in candidates:
+        for message, text, tokens in candidates:
             ref: ArtifactRef | None = None
             error: Exception | None = None
             try:
@@ -276,7 +281,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
                 refs.append(ref)
             except Exception as exc:  # any store failure: clip inline, log, keep the run going
                 error = exc
-            replaced[id(message)] = self._replacement(message, text, ref, error, thread_id)
+            replaced[id(message)] = self._replacement(message, text, tokens, ref, error, thread_id)
         return self._assemble(result, replaced, refs)
 
     # -- pasted user input -----------------------------------------------------------------

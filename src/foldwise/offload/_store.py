@@ -14,9 +14,10 @@ from __future__ import annotations
 import abc
 import asyncio
 import builtins
+import contextlib
 import hashlib
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -192,8 +193,8 @@ class BaseArtifactStore(abc.ABC):
         key, artifact_id = thread_key(thread_id), validate_artifact_id(artifact_id)
         return ArtifactRef.from_dict(self._meta_for(key, artifact_id))
 
-    def _rows(self, key: str, artifact_id: str, meta: dict[str, Any]) -> Iterator[ArtifactRow]:
-        return iter_rows(self._pieces(key, artifact_id, meta))
+    def _rows(self, key: str, artifact_id: str, meta: dict[str, Any]) -> Generator[ArtifactRow]:
+        yield from iter_rows(self._pieces(key, artifact_id, meta))
 
     def read_page(
         self,
@@ -212,14 +213,15 @@ class BaseArtifactStore(abc.ABC):
         rows: list[ArtifactRow] = []
         used = 0
         next_offset: int | None = None
-        for row in self._rows(key, artifact_id, meta):
-            if row.index < offset:
-                continue
-            if len(rows) >= limit or (rows and used + len(row.text) > max_chars):
-                next_offset = row.index
-                break
-            rows.append(row)
-            used += len(row.text)
+        with contextlib.closing(self._rows(key, artifact_id, meta)) as stream:
+            for row in stream:
+                if row.index < offset:
+                    continue
+                if len(rows) >= limit or (rows and used + len(row.text) > max_chars):
+                    next_offset = row.index
+                    break
+                rows.append(row)
+                used += len(row.text)
         return ArtifactPage(ref=ref, offset=offset, rows=tuple(rows), next_offset=next_offset)
 
     def search(
@@ -239,13 +241,14 @@ class BaseArtifactStore(abc.ABC):
         """
         key, artifact_id = thread_key(thread_id), validate_artifact_id(artifact_id)
         meta = self._meta_for(key, artifact_id)
-        matches, complete, reason = search_rows(
-            self._rows(key, artifact_id, meta),
-            pattern,
-            regex=regex,
-            max_matches=max_matches,
-            timeout_seconds=timeout_seconds,
-        )
+        with contextlib.closing(self._rows(key, artifact_id, meta)) as stream:
+            matches, complete, reason = search_rows(
+                stream,
+                pattern,
+                regex=regex,
+                max_matches=max_matches,
+                timeout_seconds=timeout_seconds,
+            )
         return ArtifactSearchResult(
             ref=ArtifactRef.from_dict(meta),
             pattern=pattern,

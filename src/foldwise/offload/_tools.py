@@ -142,11 +142,7 @@ def format_search(result: ArtifactSearchResult) -> str:
 
 
 def _error(exc: Exception, thread_id: str, artifact_id: object) -> str:
-    if isinstance(exc, ArtifactIdError):
-        return f"Error: {exc}"
-    if isinstance(exc, ArtifactNotFoundError):
-        return f"Error: {exc}"
-    if isinstance(exc, ValueError):
+    if isinstance(exc, ArtifactIdError | ArtifactNotFoundError | ValueError):
         return f"Error: {exc}"
     logger.error("offload read failed (thread %s, artifact %r): %s", thread_id, artifact_id, exc)
     return "Error: the artifact store failed; try again later"
@@ -179,21 +175,21 @@ def offload_tools(
         `[read_offloaded, search_offloaded]`, sync and async.
     """
 
-    def _read(thread_id: str, artifact_id: str, offset: int, limit: int) -> str:
-        limit = max(1, min(MAX_PAGE_ROWS, limit))
-        page = store.read_page(
-            thread_id, artifact_id, offset=max(0, offset), limit=limit, max_chars=max_page_chars
-        )
-        return format_page(page)
-
     def read_offloaded(
         artifact_id: _Id, runtime: ToolRuntime, offset: _Offset = 0, limit: _Limit = 200
     ) -> str:
         thread_id = _runtime_thread(runtime)
         try:
-            return _read(thread_id, artifact_id, offset, limit)
+            page = store.read_page(
+                thread_id,
+                artifact_id,
+                offset=max(0, offset),
+                limit=max(1, min(MAX_PAGE_ROWS, limit)),
+                max_chars=max_page_chars,
+            )
         except _Handled as exc:
             return _error(exc, thread_id, artifact_id)
+        return format_page(page)
 
     async def aread_offloaded(
         artifact_id: _Id, runtime: ToolRuntime, offset: _Offset = 0, limit: _Limit = 200

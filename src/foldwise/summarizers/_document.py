@@ -11,9 +11,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from foldwise.summarizers._cues import find_artifacts
+from foldwise.summarizers._cues import find_artifacts, one_line
 from foldwise.summarizers._extract import (
     LIST_KEYS,
+    SENTENCE_CHARS,
     VERBATIM_CHARS,
     ItemList,
     SummaryDoc,
@@ -125,7 +126,7 @@ def _unquote(lines: list[str]) -> str | None:
 def _list_items(lines: list[str]) -> list[str]:
     items: list[str] = []
     for line in lines:
-        text = _BULLET_RE.sub("", line).strip()
+        text = one_line(_BULLET_RE.sub("", line), SENTENCE_CHARS)
         if text and not is_none_marker(text):
             items.append(text)
     return items

@@ -27,6 +27,11 @@ from foldwise.summarizers._cues import (
 from foldwise.summarizers._languages import detect_language
 
 __all__ = [
+    "LIST_KEYS",
+    "SENTENCE_CHARS",
+    "VERBATIM_CHARS",
+    "Item",
+    "ItemList",
     "ListKey",
     "SummaryDoc",
     "ToolUsage",
@@ -302,9 +307,10 @@ def extract_doc(entries: Sequence[TranscriptEntry]) -> SummaryDoc:
                 lists["decisions"].add(sentence)
         elif entry.role == "tool_call":
             called = True
-            doc.use_tool(entry.name or "unknown_tool", 1, [distinctive_arg(text) or ""])
+            name = (entry.name or "unknown_tool").replace("`", "'")
+            doc.use_tool(name, 1, [distinctive_arg(text) or ""])
         elif entry.role == "tool":
-            name = entry.name or "tool"
+            name = (entry.name or "tool").replace("`", "'")
             tool_results[name] = tool_results.get(name, 0) + 1
         if entry.role in ("tool", "ai", "unknown"):
             cue = PROSE_ERROR_RE if entry.role == "ai" else ERROR_RE

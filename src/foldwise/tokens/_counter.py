@@ -28,6 +28,7 @@ _SNAPSHOT_LIMIT = 64
 _ANCHOR_LIMIT = 10_000
 _TOOL_LIMIT = 4_096
 _RECHECK_TAIL = 256
+_INLINE_CHARS = 2_048
 
 _get_content = attrgetter("content")
 
@@ -46,17 +47,47 @@ class RequestCount:
     """Whether `total` is provider-reported usage plus an estimate of the messages since."""
 
 
+class _TextPrint:
+    """Length and hash of a long string: what a cache entry keeps instead of the string.
+
+    Compares equal to a string of the same length and hash (CPython caches a string's hash, so
+    re-checking the same object is O(1)). Keeps the cache from pinning large tool results.
+    """
+
+    __slots__ = ("digest", "length")
+
+    def __init__(self, text: str) -> None:
+        self.length = len(text)
+        self.digest = hash(text)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _TextPrint):
+            return self.length == other.length and self.digest == other.digest
+        return isinstance(other, str) and len(other) == self.length and hash(other) == self.digest
+
+    def __hash__(self) -> int:
+        return self.digest
+
+
 class _Entry:
     """One cached per-message count and what it was computed from."""
 
-    __slots__ = ("calls", "content", "is_ai", "kind", "tokens")
+    __slots__ = ("calls", "calls_ref", "content", "is_ai", "kind", "tokens")
 
     def __init__(self, message: BaseMessage, tokens: int) -> None:
         content = message.content
         self.kind = type(message)
-        # Strings are immutable; lists are copied so in-place edits are noticed.
-        self.content = content if isinstance(content, str) else copy.deepcopy(content)
+        # Short strings by reference (immutable; `is` makes the hit check O(1)), long ones by
+        # fingerprint so the cache does not keep them alive; lists are copied so in-place
+        # edits are noticed.
+        self.content: Any
+        if isinstance(content, str):
+            self.content = content if len(content) <= _INLINE_CHARS else _TextPrint(content)
+        else:
+            self.content = copy.deepcopy(content)
         self.is_ai = isinstance(message, AIMessage)
+        # The tool-call list object (an identity fast path) and a deep copy to compare against.
+        self.calls_ref = message.tool_calls if isinstance(message, AIMessage) else None
         self.calls = copy.deepcopy(_calls_of(message)) if self.is_ai else None
         self.tokens = tokens
 
@@ -66,8 +97,15 @@ class _Entry:
         return (
             self.kind is type(message)
             and (self.content is content or self.content == content)
-            and (not self.is_ai or self.calls == _calls_of(message))
+            and (not self.is_ai or self.same_calls(message))
         )
+
+    def same_calls(self, message: BaseMessage) -> bool:
+        """Return whether an AI message's tool calls are those that were counted."""
+        calls = message.tool_calls  # type: ignore[attr-defined]
+        if calls is self.calls_ref and not message.invalid_tool_calls:  # type: ignore[attr-defined]
+            return self.calls is None or not self.calls[1]
+        return bool(self.calls == _calls_of(message))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +148,19 @@ def _as_message(item: Any) -> BaseMessage:
 
 
 def _key(message: BaseMessage) -> Any:
-    """Cache key: the message id, or its role and content when it has none."""
+    """Cache key: the message id, or its role and a fingerprint of its content without one."""
     if message.id is not None:
         return message.id
     content = message.content
     text = content if isinstance(content, str) else to_json(content)
-    return (message.type, message.name, getattr(message, "tool_call_id", None), text)
+    return (message.type, message.name, getattr(message, "tool_call_id", None), _TextPrint(text))
+
+
+def _conversation(messages: list[Any]) -> Any:
+    """Key of a conversation's snapshot: identities of its first two messages."""
+    return tuple(
+        m.id if isinstance(m, BaseMessage) and m.id is not None else id(m) for m in messages[:2]
+    )
 
 
 def _first_false(flags: list[bool]) -> int:
@@ -247,10 +292,9 @@ class TokenCounter:
         msgs = messages if isinstance(messages, list) else list(messages)
         if not msgs:
             return _EMPTY
-        head = msgs[0]
-        # Keyed by the first message; an id-less head is kept alive by its snapshot, so its
+        # Keyed by the first two messages; an id-less one is kept alive by its snapshot, so its
         # `id()` cannot be reused by another object while the snapshot exists.
-        conv = head.id if isinstance(head, BaseMessage) and head.id is not None else id(head)
+        conv = _conversation(msgs)
         prev = self._snapshots.get(conv)
         keep = 0
         if prev is not None:
@@ -311,7 +355,7 @@ class TokenCounter:
                 entry is not None
                 and entry.kind is type(message)
                 and ((content := message.content) is entry.content or content == entry.content)
-                and (not entry.is_ai or entry.calls == _calls_of(message))
+                and (not entry.is_ai or entry.same_calls(message))
             ):
                 running += entry.tokens
             else:

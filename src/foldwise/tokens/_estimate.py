@@ -1,4 +1,4 @@
-"""Script-aware token estimate: a linear form over character classes, computed at C speed.
+r"""Script-aware token estimate: a linear form over character classes, computed at C speed.
 
 BPE tokenizers of the o200k family first split text into pre-tokens (a word with its leading
 space, a run of up to three digits, a run of punctuation, a line break with its indentation)
@@ -9,7 +9,7 @@ as well as characters:
 - digits and digit runs; punctuation and punctuation runs; line breaks; padding runs of spaces;
 - non-ASCII characters by UTF-8 length: 2-byte (accented Latin, Cyrillic, Greek...), 3-byte
   (CJK ideographs, kana, hangul) with CJK and general punctuation apart, and 4-byte (emoji);
-- JSON `\\uXXXX` escapes (the default `ensure_ascii=True` of `json.dumps`), about 3.5 tokens
+- JSON `\uXXXX` escapes (the default `ensure_ascii=True` of `json.dumps`), about 3.5 tokens
   each, and long base64/hex blobs, about 0.7 tokens per character.
 
 Every count comes from C-level primitives: `bytes.translate` to a class alphabet followed by
@@ -53,16 +53,16 @@ def _table(classify: dict[int, bytes]) -> bytes:
 
 
 _CASE = _table(
-    {b: b"l" for b in string.ascii_lowercase.encode()}
-    | {b: b"U" for b in string.ascii_uppercase.encode()}
+    dict.fromkeys(string.ascii_lowercase.encode(), b"l")
+    | dict.fromkeys(string.ascii_uppercase.encode(), b"U")
 )
-_DIGIT = _table({b: b"a" for b in string.digits.encode()})
-_PUNCT = _table({b: b"a" for b in string.punctuation.encode()})
+_DIGIT = _table(dict.fromkeys(string.digits.encode(), b"a"))
+_PUNCT = _table(dict.fromkeys(string.punctuation.encode(), b"a"))
 _SPACE = _table({32: b" ", 9: b" ", 10: b"n", 13: b"n"})
 _LEAD = _table(
-    {b: b"2" for b in range(0xC0, 0xE0)}
-    | {b: b"3" for b in range(0xE0, 0xF0)}
-    | {b: b"4" for b in range(0xF0, 0x100)}
+    dict.fromkeys(range(192, 224), b"2")
+    | dict.fromkeys(range(224, 240), b"3")
+    | dict.fromkeys(range(240, 256), b"4")
 )
 # UTF-8 prefixes of general punctuation (U+2000..), CJK symbols (U+3000..) and full-width
 # forms (U+FF00..): quotes, dashes, ellipses, 、。「」，：（）...
@@ -107,13 +107,12 @@ def estimate_tokens(text: str) -> int:
             data = text.encode("utf-8", "surrogatepass")
             case = data.translate(_CASE)
             camel = case.count(b"lU")
-    lower = case.count(b"l")
-    upper = case.count(b"U")
+    letters = len(case) - case.count(b"_")
     letter_runs = case.count(b"_l") + case.count(b"_U") + (case[:1] != b"_")
     digits = data.translate(_DIGIT)
     punct = data.translate(_PUNCT)
     value = (
-        W_LETTER * (lower + upper)
+        W_LETTER * letters
         + W_LETTER_RUN * letter_runs
         + W_CAMEL * camel
         + W_UPPER_PAIR * case.count(b"UU")

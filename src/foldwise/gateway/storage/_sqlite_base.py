@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -90,10 +91,7 @@ class SqliteBase(StorageBase):
             try:
                 await conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
                 if self._path != _MEMORY:
-                    async with conn.execute("PRAGMA journal_mode = WAL") as cursor:
-                        row = await cursor.fetchone()
-                    if row is None or str(row[0]).lower() != "wal":
-                        logger.warning("SQLite %s did not switch to WAL (%s)", self._path, row)
+                    await self._enable_wal(conn)
                 await conn.execute(f"PRAGMA synchronous = {self._synchronous}")
                 await conn.execute("PRAGMA foreign_keys = ON")
                 await conn.create_function(
@@ -103,6 +101,28 @@ class SqliteBase(StorageBase):
                 await conn.close()
                 raise
         return conn
+
+    async def _enable_wal(self, conn: aiosqlite.Connection) -> None:
+        # Switching a fresh file to WAL needs an exclusive lock and SQLite answers SQLITE_BUSY
+        # at once (without the busy handler) while another connection is setting up, so retry
+        # until the busy timeout. The mode is persistent: later opens find it already set.
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        delay = 0.005
+        while True:
+            try:
+                async with conn.execute("PRAGMA journal_mode = WAL") as cursor:
+                    row = await cursor.fetchone()
+                break
+            except sqlite3.OperationalError as exc:
+                code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+                if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.1)
+        if row is None or str(row[0]).lower() != "wal":
+            logger.warning("SQLite %s did not switch to WAL (journal mode %s)", self._path, row)
 
     async def _migrate(self, conn: aiosqlite.Connection) -> None:
         with wrap_errors("setup", None, DB_ERRORS):
