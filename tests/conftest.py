@@ -21,6 +21,12 @@ def _isolate_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
 
 
 @pytest.fixture(autouse=True)
+def _isolate_cwd(monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory) -> None:
+    """Run each test in its own directory, so default relative paths (.foldwise/) stay there."""
+    monkeypatch.chdir(tmp_path)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
 def _block_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Refuse outbound connections to anything but loopback."""
     real_connect = socket.socket.connect

@@ -501,3 +501,10 @@ def test_check_renders_zero_limits_as_off_and_paths_literally(tmp_path: Path) ->
     assert "tool results off (0), user input > 50,000 tokens" in out
     assert "cfg[bold].yaml" in out  # not swallowed as rich markup
     assert "bodies ≤ 8 MiB" in out
+
+
+def test_bench_without_a_command_runs_every_benchmark(fake_bench: list[bool]) -> None:
+    result = run("bench")
+    assert result.exit_code == 0, result.output
+    assert fake_bench == [False]
+    assert "| english |" in result.stdout

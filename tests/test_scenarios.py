@@ -140,3 +140,53 @@ def test_chinese_session_compacts_before_the_real_count_passes_115_percent() -> 
         if not _is_summarizer_call(r.messages)
     )
     assert worst <= 1.15 * trigger, f"a request reached {worst} real tokens"
+
+
+def _store_texts(root: Any) -> list[str]:
+    from pathlib import Path
+
+    return [p.read_text(encoding="utf-8") for p in Path(root).rglob("*.txt")]
+
+
+def test_oversized_paste_is_stored_before_the_compaction_decision(tmp_path: Any) -> None:
+    paste = "".join(f"row {i}: value {i * 7} checksum {i * 13 % 97}\n" for i in range(20000))
+    model = ScriptedChatModel(default="noted")
+    config = parse_config({
+        "summarization": {"trigger": {"type": "tokens", "value": 60000}},
+        "offload": {"root": str(tmp_path / "artifacts"), "human_token_limit": 20000},
+    })
+    agent = foldwise.create_agent(config, model=model, checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage(paste)]}, THREAD)
+    state = agent.get_state(THREAD).values
+    assert not state.get("compactions"), "a stored paste must not force a compaction"
+    [ref] = state["offloads"]
+    request = model.requests[-1].messages
+    assert not any(paste in str(m.content) for m in request)
+    assert any(ref["artifact_id"] in str(m.content) for m in request)
+    assert paste in _store_texts(tmp_path / "artifacts")
+
+
+def test_user_input_over_the_preservation_budget_is_stored_not_paraphrased(tmp_path: Any) -> None:
+    specs = [f"Spec {n}: " + f"requirement {n} must hold for every tenant. " * 400 for n in range(3)]
+    model = ScriptedChatModel(default="ack")
+    config = parse_config({
+        "summarization": {
+            "trigger": {"type": "messages", "value": 6},
+            "keep": {"type": "messages", "value": 2},
+            "preserve_human": {"mode": "all", "max_tokens": 9000},
+            "min_gain_tokens": 0,
+        },
+        "offload": {"root": str(tmp_path / "artifacts")},
+    })
+    agent = foldwise.create_agent(config, model=model, checkpointer=InMemorySaver())
+    for spec in specs:
+        agent.invoke({"messages": [HumanMessage(spec)]}, THREAD)
+    agent.invoke({"messages": [HumanMessage("now implement it")]}, THREAD)
+    state = agent.get_state(THREAD).values
+    receipt = state["compactions"][-1]
+    assert receipt["offloaded_ids"]
+    stored = _store_texts(tmp_path / "artifacts")
+    request = "\n".join(str(m.content) for m in model.requests[-1].messages)
+    for spec in specs:
+        assert spec in request or spec in stored, "user input must be verbatim or recoverable"
+    assert {r["artifact_id"] for r in state["offloads"]} >= set(receipt["offloaded_ids"])

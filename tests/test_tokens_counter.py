@@ -118,6 +118,16 @@ def test_content_change_under_same_id_recounts() -> None:
     )
 
 
+def test_long_content_change_of_same_length_recounts() -> None:
+    counter = TokenCounter("estimate", estimate_tokens)
+    words = counter.count_message(ToolMessage("word " * 2000, tool_call_id="c", id="big"))
+    digits = counter.count_message(ToolMessage("1234 " * 2000, tool_call_id="c", id="big"))
+    assert digits != words
+    assert digits == TokenCounter("estimate", estimate_tokens).count_message(
+        ToolMessage("1234 " * 2000, tool_call_id="c")
+    )
+
+
 def test_in_place_content_reassignment_recounts() -> None:
     counter = TokenCounter("estimate", estimate_tokens)
     message = HumanMessage("tiny", id="m")
@@ -260,6 +270,14 @@ def test_latest_anchor_wins() -> None:
     later = [*history, HumanMessage("next", id="n")]
     later.append(AIMessage("ok", id="a2", usage_metadata=_usage(6000, 5)))
     assert counter.count_messages(later) == 6005
+
+
+def test_earlier_anchor_used_when_latest_is_cut_off() -> None:
+    counter = TokenCounter("estimate", estimate_tokens)
+    history = _anchored_history()
+    tail = [HumanMessage("next", id="n"), AIMessage("ok", id="a2", usage_metadata=_usage(6000, 5))]
+    assert counter.count_messages([*history, *tail]) == 6005
+    assert counter.count_messages([*history, tail[0]]) == 5040 + counter.count_message(tail[0])
 
 
 def test_anchor_is_stale_after_removal_before_it() -> None:

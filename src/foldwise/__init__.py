@@ -39,7 +39,11 @@ from foldwise.errors import (
     TraceFormatError,
     UsageError,
 )
-from foldwise.middleware import DurableContextMiddleware, SummarizationMiddleware
+from foldwise.middleware import (
+    DurableContextMiddleware,
+    SummarizationMiddleware,
+    ToolOutputOffloadMiddleware,
+)
 from foldwise.state import FoldwiseState
 
 __version__ = "0.1.0"
@@ -65,6 +69,7 @@ __all__ = [
     "SummaryGenerationError",
     "ThreadBusyError",
     "ThreadNotFoundError",
+    "ToolOutputOffloadMiddleware",
     "TraceFormatError",
     "UsageError",
     "__version__",

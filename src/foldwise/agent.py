@@ -18,6 +18,8 @@ from foldwise.durable import DurableChannel
 from foldwise.errors import ConfigError
 from foldwise.middleware.durable_context import DurableContextMiddleware
 from foldwise.middleware.summarization import SummarizationMiddleware
+from foldwise.middleware.tool_output_offload import ToolOutputOffloadMiddleware
+from foldwise.offload import ArtifactStore
 from foldwise.models import ModelRegistry, import_object
 from foldwise.state import FoldwiseState
 from foldwise.tokens import get_counter
@@ -46,21 +48,31 @@ def build_middlewares(
     registry: ModelRegistry | None = None,
     static_tokens: int = 0,
     durable_channels: Sequence[DurableChannel] = (),
+    store: BaseStore | ArtifactStore | None = None,
 ) -> list[AgentMiddleware[Any, Any, Any]]:
     """The foldwise middleware list in its required order.
 
     Durable capture runs before summarization, so nothing is compacted before it is recorded;
-    the tool-output offload wrapper comes after.
+    the tool-output offload wrapper comes after. Artifacts go to `store` (a LangGraph store,
+    shared by every worker) or to the filesystem under `offload.root`.
     """
+    offload = (
+        ToolOutputOffloadMiddleware.from_config(config, store=store)
+        if config.offload.enabled
+        else None
+    )
     summarization = SummarizationMiddleware(
         config=config,
         model=model,
         run_model_name=run_model_name,
         registry=registry,
         static_tokens=static_tokens,
+        offload=offload,
     )
     durable = DurableContextMiddleware.from_config(config, channels=durable_channels)
-    return [durable, summarization]
+    if offload is None:
+        return [durable, summarization]
+    return [durable, summarization, offload]
 
 
 def create_agent(
@@ -117,6 +129,7 @@ def create_agent(
         registry=registry,
         static_tokens=static,
         durable_channels=durable_channels,
+        store=store,
     )
     summarization = next((m for m in middlewares if isinstance(m, SummarizationMiddleware)), None)
     agent = _lc_create_agent(

@@ -9,6 +9,7 @@ from langchain.agents import AgentState
 from foldwise.compaction._receipt import append_receipts
 from foldwise.durable._delegations import merge_delegations
 from foldwise.durable._skills import merge_skill_context
+from foldwise.offload._reducer import merge_offloads
 
 __all__ = ["FoldwiseState"]
 
@@ -20,9 +21,11 @@ class FoldwiseState(AgentState[Any]):
     - `compactions`: the newest 50 compaction receipts.
     - `delegations`: the ledger of sub-agent tasks (newest 50; terminal states never regress).
     - `skill_context`: references to loaded `SKILL.md` files (newest 8, deduplicated by path).
+    - `offloads`: references to artifacts stored outside the context (newest 50).
     """
 
     summary_text: NotRequired[str | None]
     compactions: NotRequired[Annotated[list[dict[str, Any]], append_receipts]]
     delegations: NotRequired[Annotated[list[dict[str, Any]], merge_delegations]]
     skill_context: NotRequired[Annotated[list[dict[str, Any]], merge_skill_context]]
+    offloads: NotRequired[Annotated[list[dict[str, Any]], merge_offloads]]

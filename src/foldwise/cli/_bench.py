@@ -15,7 +15,8 @@ from foldwise.cli._output import echo_json, fail, fail_on_errors, stdout_console
 __all__ = ["bench_app"]
 
 bench_app = typer.Typer(
-    help="Run foldwise's benchmarks.", no_args_is_help=True, rich_markup_mode="markdown"
+    help="Run foldwise's benchmarks; without a command, every benchmark at full size.",
+    rich_markup_mode="markdown",
 )
 
 
@@ -67,3 +68,10 @@ def tokens(
     with fail_on_errors():
         report = run(quick=quick)
     _print_report(report, as_json=as_json, out=out)
+
+
+@bench_app.callback(invoke_without_command=True)
+def _all(ctx: typer.Context) -> None:
+    """Run foldwise's benchmarks; without a command, run every one (full size, Markdown)."""
+    if ctx.invoked_subcommand is None:
+        tokens(quick=False, as_json=False, out=None)

@@ -37,8 +37,8 @@ __all__ = ["CompactionOutcome", "Compactor", "SummarizationEvent"]
 
 logger = logging.getLogger(__name__)
 
-Offloader = Callable[[BaseMessage, "str | None"], BaseMessage | None]
-"""Stores a message verbatim and returns its preview replacement (same id), or `None`."""
+Offloader = Callable[[BaseMessage, "str | None"], "tuple[BaseMessage, dict[str, Any]] | None"]
+"""Stores a message verbatim; returns its preview replacement (same id) and the reference."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class CompactionOutcome:
     receipt: CompactionReceipt | None = None
     preserved: tuple[BaseMessage, ...] = ()
     error: SummaryGenerationError | None = None
+    offload_refs: tuple[dict[str, Any], ...] = ()
 
     @property
     def compacted(self) -> bool:
@@ -76,11 +77,14 @@ class CompactionOutcome:
         """The single state write: remove all, re-add the preserved, new summary, receipt."""
         if self.receipt is None or self.summary_text is None:
             return None
-        return {
+        update: dict[str, Any] = {
             "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *self.preserved],
             "summary_text": self.summary_text,
             "compactions": [self.receipt.to_dict()],
         }
+        if self.offload_refs:
+            update["offloads"] = list(self.offload_refs)
+        return update
 
 
 @dataclass
@@ -189,7 +193,8 @@ class Compactor:
                     getattr(hook, "__name__", hook),
                     thread_id,
                 )
-        preserved, offloaded = self._offload_overflow(plan, thread_id)
+        preserved, refs = self._offload_overflow(plan, thread_id)
+        offloaded = [str(ref.get("artifact_id")) for ref in refs]
         after = plan.tokens_before - replaced + self.counter.count_text(result.text)
         receipt = CompactionReceipt(
             thread_id=thread_id,
@@ -216,30 +221,32 @@ class Compactor:
                 observer(receipt)
             except Exception:
                 logger.exception("compaction observer failed (thread %s)", thread_id)
-        return CompactionOutcome(decision, plan, result.text, receipt, tuple(preserved))
+        return CompactionOutcome(
+            decision, plan, result.text, receipt, tuple(preserved), offload_refs=tuple(refs)
+        )
 
     def _offload_overflow(
         self, plan: CompactionPlan, thread_id: str | None
-    ) -> tuple[list[BaseMessage], list[str]]:
+    ) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
         preserved = list(plan.preserved)
         if not plan.human_overflow_ids or self.offloader is None:
             return preserved, []
         overflow = set(plan.human_overflow_ids)
-        offloaded: list[str] = []
+        refs: list[dict[str, Any]] = []
         for index, message in enumerate(preserved):
             if str(message.id) not in overflow:
                 continue
             try:
-                replacement = self.offloader(message, thread_id)
+                stored = self.offloader(message, thread_id)
             except Exception:
                 logger.exception(
                     "offloading user message %s failed (thread %s)", message.id, thread_id
                 )
                 continue
-            if replacement is not None:
-                preserved[index] = replacement
-                offloaded.append(str(message.id))
-        return preserved, offloaded
+            if stored is not None:
+                preserved[index], ref = stored
+                refs.append(ref)
+        return preserved, refs
 
     def _fail(
         self,

@@ -2,5 +2,11 @@
 
 from foldwise.middleware.durable_context import DurableContextMiddleware
 from foldwise.middleware.summarization import SummarizationMiddleware, is_context_overflow
+from foldwise.middleware.tool_output_offload import ToolOutputOffloadMiddleware
 
-__all__ = ["DurableContextMiddleware", "SummarizationMiddleware", "is_context_overflow"]
+__all__ = [
+    "DurableContextMiddleware",
+    "SummarizationMiddleware",
+    "ToolOutputOffloadMiddleware",
+    "is_context_overflow",
+]

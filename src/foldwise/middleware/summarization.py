@@ -32,6 +32,7 @@ from foldwise.config import FoldwiseConfig
 from foldwise.durable import inject_durable_context, is_durable_data_message, render_sections
 from foldwise.errors import CompactionDisabledError
 from foldwise.messages import ensure_message_ids, message_text
+from foldwise.middleware.tool_output_offload import ToolOutputOffloadMiddleware
 from foldwise.models import ModelRegistry
 from foldwise.state import FoldwiseState
 from foldwise.tokens import TokenCounter, get_counter
@@ -105,6 +106,10 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             call measures them.
         hooks: `before_summarization` callbacks.
         observers: Called with every committed `CompactionReceipt`.
+        offload: The agent's `ToolOutputOffloadMiddleware`, if any: oversized user input is
+            stored before the compaction decision (so it is planned at its preview size), and
+            preserved user input over `preserve_human.max_tokens` is stored verbatim instead of
+            being kept whole.
     """
 
     state_schema = FoldwiseState
@@ -121,8 +126,10 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         static_tokens: int = 0,
         hooks: Sequence[Callable[[SummarizationEvent], None]] = (),
         observers: Sequence[Callable[[CompactionReceipt], None]] = (),
+        offload: ToolOutputOffloadMiddleware | None = None,
     ) -> None:
         super().__init__()
+        self.offload = offload
         self.config = config or FoldwiseConfig()
         settings = self.config.summarization
         self.enabled = settings.enabled
@@ -153,6 +160,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             fallback_after_failures=settings.fallback_after_failures,
             hooks=list(hooks),
             observers=list(observers),
+            offloader=offload.offload_user_message if offload is not None else None,
         )
         self.max_compactions_per_run = settings.max_compactions_per_run
         self._initial_static = static_tokens
@@ -169,11 +177,17 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
 
     # -- compaction (before each model call) -------------------------------------------------
 
-    def _prepare(self, state: FoldwiseState, runtime: Runtime[Any]) -> tuple[str, Any] | None:
+    def _prepare(
+        self, state: FoldwiseState, runtime: Runtime[Any], pre: dict[str, Any] | None
+    ) -> tuple[str, dict[str, Any]] | None:
         if not self.enabled:
             return None
-        messages = state["messages"]
+        messages = list(state["messages"])
         ensure_message_ids(messages)
+        if pre:
+            # Oversized user input was just stored: plan on its preview, not on its full size.
+            replaced = {m.id: m for m in pre.get("messages", [])}
+            messages = [replaced.get(m.id, m) for m in messages]
         key = _thread_id(runtime) or ""
         static = self._static.get(key, self._initial_static)
         summary = state.get("summary_text")
@@ -196,11 +210,16 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             "decision": decision,
         }
 
-    def _commit(self, key: str, outcome: CompactionOutcome) -> dict[str, Any] | None:
+    def _commit(
+        self, key: str, outcome: CompactionOutcome, pre: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
         update = outcome.state_update()
-        if update is not None:
-            with self._lock:
-                self._run_counts[key] = self._run_counts.get(key, 0) + 1
+        if update is None:
+            return pre
+        with self._lock:
+            self._run_counts[key] = self._run_counts.get(key, 0) + 1
+        if pre and pre.get("offloads"):
+            update["offloads"] = [*pre["offloads"], *update.get("offloads", [])]
         return update
 
     def before_agent(self, state: FoldwiseState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -217,21 +236,25 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
 
     def before_model(self, state: FoldwiseState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Compact when a trigger fires or the next request would not fit."""
-        prepared = self._prepare(state, runtime)
+        pre = self.offload.before_model(state, runtime) if self.offload is not None else None
+        prepared = self._prepare(state, runtime, pre)
         if prepared is None:
-            return None
+            return pre
         key, kwargs = prepared
-        return self._commit(key, self.compactor.compact(**kwargs))
+        return self._commit(key, self.compactor.compact(**kwargs), pre)
 
     async def abefore_model(
         self, state: FoldwiseState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async twin of `before_model`."""
-        prepared = self._prepare(state, runtime)
+        pre = None
+        if self.offload is not None:
+            pre = await self.offload.abefore_model(state, runtime)
+        prepared = self._prepare(state, runtime, pre)
         if prepared is None:
-            return None
+            return pre
         key, kwargs = prepared
-        return self._commit(key, await self.compactor.acompact(**kwargs))
+        return self._commit(key, await self.compactor.acompact(**kwargs), pre)
 
     # -- manual compaction ------------------------------------------------------------------
 

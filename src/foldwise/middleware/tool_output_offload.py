@@ -362,3 +362,30 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
                 continue
             done.append((message, text, ref))
         return self._human_update(done)
+
+    # -- used by the summarization middleware ------------------------------------------------
+
+    def offload_user_message(
+        self, message: BaseMessage, thread_id: str | None
+    ) -> tuple[BaseMessage, dict[str, Any]] | None:
+        """Store a user message verbatim and return its preview replacement and reference.
+
+        Compaction calls this for preserved user input above `preserve_human.max_tokens`: it is
+        stored, never paraphrased. Returns `None` (message left as it is) when offloading is
+        disabled or the store fails.
+        """
+        if not self.enabled or not isinstance(message, HumanMessage):
+            return None
+        if message.additional_kwargs.get(OFFLOAD_FLAG):
+            return None
+        text, _ = split_content(message.content)
+        thread = thread_id or "default"
+        try:
+            ref = self.store.put(thread, text, source="human", kind="human", meta=self._meta(message))
+        except Exception as exc:  # leave the message untouched, log, keep going
+            self._human_failed(message, thread, exc)
+            return None
+        replacement = replace_message_text(
+            message, offloaded_text(text, ref, preview_chars=self.preview_chars), flag_value=ref.to_dict()
+        )
+        return replacement, ref.to_dict()

@@ -325,6 +325,10 @@ class TokenCounter:
             valid = self._anchor_valid(all_msgs[anchor], anchor, prefix_ids[anchor])
         elif prev is not None and 0 <= prev.anchor < keep:
             anchor, valid = prev.anchor, prev.anchor_valid
+        elif prev is not None and prev.anchor >= keep > 0:
+            # The last anchor was cut off: an earlier one may still be usable.
+            anchor = self._last_anchor(all_msgs[:keep])
+            valid = anchor >= 0 and self._anchor_valid(all_msgs[anchor], anchor, prefix_ids[anchor])
         else:
             anchor, valid = -1, False
         snap = _Snapshot(all_msgs, contents, cumulative, prefix_ids, anchor, valid)

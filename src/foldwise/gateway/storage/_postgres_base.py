@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -62,6 +63,7 @@ class PostgresBase(StorageBase):
         self._max_size = max_size
         self._connect_timeout = float(connect_timeout)
         self._pool: AsyncConnectionPool[Conn] | None = None
+        self._setup_lock = asyncio.Lock()
 
     @property
     def schema(self) -> str:
@@ -79,6 +81,11 @@ class PostgresBase(StorageBase):
 
     async def setup(self) -> None:
         """Open the pool (once) and apply pending migrations under an advisory lock."""
+        async with self._setup_lock:
+            await self._open_pool()
+            await self._migrate()
+
+    async def _open_pool(self) -> None:
         if self._pool is None:
             pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
                 self._dsn,
@@ -96,7 +103,6 @@ class PostgresBase(StorageBase):
                 await pool.close()
                 raise
             self._pool = pool
-        await self._migrate()
 
     async def _migrate(self) -> None:
         async with self.transaction("setup", None) as conn:
