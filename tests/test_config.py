@@ -742,3 +742,11 @@ def test_config_check_reports_dropped_fraction_clauses(tmp_path: Path) -> None:
     assert any("dropped fraction trigger clauses" in w for w in warnings)
     assert any("keep 30% of window" in w for w in warnings)
     assert "error" not in result.stderr
+
+
+def test_an_empty_section_means_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "foldwise.yaml"
+    path.write_text("summarization:\n  # everything commented out\noffload:\n", encoding="utf-8")
+    config = load_config(path)
+    assert config.summarization.keep.value == 10
+    assert config.offload.tool_token_limit == 5000

@@ -33,7 +33,13 @@ from foldwise.bench._tokens_corpus import CONTENT_CLASSES, sample_chunks
 from foldwise.tokens import TokenCounter, estimate_tokens, exact_backend
 from foldwise.tokens._exact import load_exact_counter
 
-__all__ = ["AccuracyRow", "SpeedRow", "TokenBenchResult", "run_token_benchmark"]
+__all__ = [
+    "AccuracyRow",
+    "SpeedRow",
+    "TokenBenchResult",
+    "build_history",
+    "run_token_benchmark",
+]
 
 HISTORY_SIZES = (100, 1_000, 10_000)
 TARGET_RATIO = 0.1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -43,15 +43,21 @@ LEGACY_SUMMARIZATION_KEYS = (
 )
 
 
+def _numeric(annotation: Any) -> bool:
+    """Whether a field's type admits int or float (and not bool)."""
+    args = get_args(annotation)
+    if args:
+        return any(_numeric(a) for a in args if a is not type(None))
+    return annotation in (int, float)
+
+
 def _reject_bool_and_non_finite(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
     """Numbers in config must be real numbers: no YAML booleans, no inf or nan."""
     field = cls.model_fields.get(info.field_name or "")
-    annotation = str(field.annotation) if field is not None else ""
-    numeric = ("int" in annotation or "float" in annotation) and "bool" not in annotation
-    if not numeric:
+    if field is None or not _numeric(field.annotation):
         return value
     if isinstance(value, bool):
-        raise ValueError(f"must be a number, got {str(value).lower()}")
+        raise ValueError(f"must be a number, got {value!r}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("must be finite")
     if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("inf", "infinity", "nan"):
@@ -339,6 +345,14 @@ class FoldwiseConfig(_Strict):
     """Gateway settings."""
     memory: MemoryConfig = MemoryConfig()
     """Long-term memory (round 2)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: Any) -> Any:
+        # A section whose keys are all commented out parses as null: treat it as the defaults.
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
 
     @model_validator(mode="after")
     def _cross_check(self) -> FoldwiseConfig:
