@@ -158,6 +158,18 @@ def test_tool_calls_change_recounts() -> None:
     assert counter.count_message(AIMessage("", id="ai", tool_calls=[call])) == first
 
 
+def test_tool_calls_change_in_history_recounts() -> None:
+    counter = TokenCounter("estimate", estimate_tokens)
+    history = _history(3)
+    before = counter.count_messages(history)
+    ai = history[2]
+    assert isinstance(ai, AIMessage)
+    bigger = {"name": "lookup", "args": {"q": "a far longer lookup " * 40}, "id": "c0"}
+    changed = [*history[:2], AIMessage(ai.content, id=ai.id, tool_calls=[bigger]), *history[3:]]
+    fresh = TokenCounter("estimate", estimate_tokens).count_messages(changed)
+    assert counter.count_messages(changed) == fresh > before + 40
+
+
 def test_messages_without_id_use_content_key() -> None:
     counter = RecordingCounter()
     a = counter.count_message(HumanMessage("no id here " * 10))
