@@ -151,10 +151,12 @@ def _store_texts(root: Any) -> list[str]:
 def test_oversized_paste_is_stored_before_the_compaction_decision(tmp_path: Any) -> None:
     paste = "".join(f"row {i}: value {i * 7} checksum {i * 13 % 97}\n" for i in range(20000))
     model = ScriptedChatModel(default="noted")
-    config = parse_config({
-        "summarization": {"trigger": {"type": "tokens", "value": 60000}},
-        "offload": {"root": str(tmp_path / "artifacts"), "human_token_limit": 20000},
-    })
+    config = parse_config(
+        {
+            "summarization": {"trigger": {"type": "tokens", "value": 60000}},
+            "offload": {"root": str(tmp_path / "artifacts"), "human_token_limit": 20000},
+        }
+    )
     agent = foldwise.create_agent(config, model=model, checkpointer=InMemorySaver())
     agent.invoke({"messages": [HumanMessage(paste)]}, THREAD)
     state = agent.get_state(THREAD).values
@@ -167,17 +169,21 @@ def test_oversized_paste_is_stored_before_the_compaction_decision(tmp_path: Any)
 
 
 def test_user_input_over_the_preservation_budget_is_stored_not_paraphrased(tmp_path: Any) -> None:
-    specs = [f"Spec {n}: " + f"requirement {n} must hold for every tenant. " * 400 for n in range(3)]
+    specs = [
+        f"Spec {n}: " + f"requirement {n} must hold for every tenant. " * 400 for n in range(3)
+    ]
     model = ScriptedChatModel(default="ack")
-    config = parse_config({
-        "summarization": {
-            "trigger": {"type": "messages", "value": 6},
-            "keep": {"type": "messages", "value": 2},
-            "preserve_human": {"mode": "all", "max_tokens": 9000},
-            "min_gain_tokens": 0,
-        },
-        "offload": {"root": str(tmp_path / "artifacts")},
-    })
+    config = parse_config(
+        {
+            "summarization": {
+                "trigger": {"type": "messages", "value": 6},
+                "keep": {"type": "messages", "value": 2},
+                "preserve_human": {"mode": "all", "max_tokens": 9000},
+                "min_gain_tokens": 0,
+            },
+            "offload": {"root": str(tmp_path / "artifacts")},
+        }
+    )
     agent = foldwise.create_agent(config, model=model, checkpointer=InMemorySaver())
     for spec in specs:
         agent.invoke({"messages": [HumanMessage(spec)]}, THREAD)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from pydantic import ValidationError
 
 from foldwise.agent import find_summarization
 from foldwise.compaction import CompactionOutcome, CompactionPolicy, CompactionReceipt
 from foldwise.config import ContextSize
-from foldwise.errors import CompactionDisabledError, ThreadNotFoundError
+from foldwise.errors import CompactionDisabledError, ConfigError, ThreadNotFoundError
 
 __all__ = ["acompact_thread", "acompact_thread_outcome", "compact_thread", "compact_thread_outcome"]
 
@@ -28,7 +29,13 @@ def _setup(
         raise ThreadNotFoundError("<missing configurable.thread_id>")
     policy = None
     if keep is not None:
-        size = keep if isinstance(keep, ContextSize) else ContextSize.model_validate(keep)
+        try:
+            size = keep if isinstance(keep, ContextSize) else ContextSize.model_validate(keep)
+        except ValidationError as err:
+            problem = err.errors(include_url=False)[0]
+            field = ".".join(str(p) for p in problem["loc"])
+            message = str(problem["msg"]).removeprefix("Value error, ")
+            raise ConfigError(message, key=f"keep.{field}" if field else "keep") from None
         policy = CompactionPolicy.from_summarization(
             middleware.config.summarization,
             context_window=middleware.policy.context_window,

@@ -381,11 +381,15 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         text, _ = split_content(message.content)
         thread = thread_id or "default"
         try:
-            ref = self.store.put(thread, text, source="human", kind="human", meta=self._meta(message))
+            ref = self.store.put(
+                thread, text, source="human", kind="human", meta=self._meta(message)
+            )
         except Exception as exc:  # leave the message untouched, log, keep going
             self._human_failed(message, thread, exc)
             return None
         replacement = replace_message_text(
-            message, offloaded_text(text, ref, preview_chars=self.preview_chars), flag_value=ref.to_dict()
+            message,
+            offloaded_text(text, ref, preview_chars=self.preview_chars),
+            flag_value=ref.to_dict(),
         )
         return replacement, ref.to_dict()
