@@ -1,4 +1,4 @@
-"""Manual compaction of a checkpointed thread: one write, precise no-ops, failures change nothing."""
+"""Manual compaction of a thread: one write, precise no-ops, failures change nothing."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_failure_raises_and_leaves_the_thread_unchanged() -> None:
 
 def test_keep_override_is_validated() -> None:
     agent = build()
-    with pytest.raises(ConfigError, match="write 0.8 for 80%"):
+    with pytest.raises(ConfigError, match=r"write 0\.8 for 80%"):
         foldwise.compact_thread(agent, THREAD, keep={"type": "fraction", "value": 80})
 
 

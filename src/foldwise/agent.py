@@ -19,8 +19,8 @@ from foldwise.errors import ConfigError
 from foldwise.middleware.durable_context import DurableContextMiddleware
 from foldwise.middleware.summarization import SummarizationMiddleware
 from foldwise.middleware.tool_output_offload import ToolOutputOffloadMiddleware
-from foldwise.offload import ArtifactStore
 from foldwise.models import ModelRegistry, import_object
+from foldwise.offload import ArtifactStore
 from foldwise.state import FoldwiseState
 from foldwise.tokens import get_counter
 

@@ -15,8 +15,9 @@ __all__ = ["DecisionBenchResult", "run_decision_benchmark"]
 
 def _pair(i: int) -> list[BaseMessage]:
     body = (
-        f"result {i}: " + "The service returned rows for the requested window. " * 20
-        + '{"id": %d, "status": "ok", "items": [1, 2, 3]}' % i
+        f"result {i}: "
+        + "The service returned rows for the requested window. " * 20
+        + f'{{"id": {i}, "status": "ok", "items": [1, 2, 3]}}'
     )
     return [
         AIMessage(
