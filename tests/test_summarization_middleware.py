@@ -408,3 +408,36 @@ def test_when_compaction_fails_the_request_is_clipped_in_view_only() -> None:
         m for m in agent.get_state(THREAD).values["messages"] if isinstance(m, ToolMessage)
     )
     assert str(stored.content).count("line of output") == 4000
+
+
+def test_context_overflow_retry_async() -> None:
+    big = "word " * 400
+    model = ScriptedChatModel(
+        default="fine",
+        input_token_counter=lambda ms: sum(len(str(m.content)) // 4 for m in ms),
+    )
+    agent = foldwise.create_agent(
+        cfg(trigger={"type": "tokens", "value": 10**6}), model=model, checkpointer=InMemorySaver()
+    )
+
+    async def run() -> dict[str, Any]:
+        for i in range(3):
+            await agent.ainvoke({"messages": [HumanMessage(f"{i} {big}")]}, THREAD)
+        model.context_window = 900
+        await agent.ainvoke({"messages": [HumanMessage("final")]}, THREAD)
+        return (await agent.aget_state(THREAD)).values
+
+    values = asyncio.run(run())
+    assert values["compactions"][-1]["trigger"] == "overflow"
+    assert values["messages"][-1].content == "fine"
+
+
+def test_overflow_is_recognised_by_provider_error_code() -> None:
+    from foldwise.middleware import is_context_overflow
+
+    class ProviderError(Exception):
+        code = "context_length_exceeded"
+
+    assert is_context_overflow(ProviderError("Bad request"))
+    assert is_context_overflow(ValueError("This model's maximum context length is 8192 tokens"))
+    assert not is_context_overflow(ValueError("rate limited"))

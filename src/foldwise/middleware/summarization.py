@@ -59,6 +59,8 @@ def is_context_overflow(error: BaseException) -> bool:
     """Whether a provider error says the request did not fit the model's window."""
     if isinstance(error, ContextOverflowError):
         return True
+    if getattr(error, "code", None) in ("context_length_exceeded", "string_above_max_length"):
+        return True
     text = str(error).lower()
     return any(marker in text for marker in _OVERFLOW_MARKERS)
 
@@ -387,6 +389,18 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             thread_id=_thread_id(request.runtime),
         )
 
+    async def _aoverflow_compaction(self, request: ModelRequest[Any]) -> CompactionOutcome | None:
+        messages = list(request.state.get("messages") or [])
+        if not messages or not self.enabled:
+            return None
+        return await self.compactor.acompact(
+            messages,
+            _summary_of(request.state),
+            force=True,
+            trigger="overflow",
+            thread_id=_thread_id(request.runtime),
+        )
+
     def _retry_request(
         self, request: ModelRequest[Any], outcome: CompactionOutcome
     ) -> ModelRequest[Any]:
@@ -441,7 +455,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         except Exception as err:
             if not is_context_overflow(err):
                 raise
-            outcome = self._overflow_compaction(request)
+            outcome = await self._aoverflow_compaction(request)
             if outcome is None or not outcome.compacted:
                 raise
             logger.warning("context overflow: compacted and retrying once (%s)", err)
