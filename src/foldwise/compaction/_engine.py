@@ -87,6 +87,18 @@ class CompactionOutcome:
         return update
 
 
+@dataclass(frozen=True)
+class _Job:
+    """A planned compaction waiting for its summary."""
+
+    decision: CompactionDecision
+    plan: CompactionPlan
+    prompt: str
+    replaced: int
+    started: float
+    names: list[str]
+
+
 @dataclass
 class Compactor:
     """Runs the compaction pipeline with one configuration.
@@ -265,6 +277,63 @@ class Compactor:
         )
         return CompactionOutcome(decision, plan, error=err)
 
+    def _begin(
+        self,
+        messages: Sequence[BaseMessage],
+        summary_text: str | None,
+        *,
+        force: bool,
+        static_tokens: int,
+        policy: CompactionPolicy | None,
+        decision: CompactionDecision | None,
+        thread_id: str | None,
+        model_name: str | None,
+    ) -> _Job | CompactionOutcome:
+        """Plan and build the prompt; an outcome when there is nothing to summarize."""
+        started = time.perf_counter()
+        policy = policy or self.policy
+        if decision is None:
+            decision = self.decide(
+                messages, summary_text, force=force, static_tokens=static_tokens, policy=policy
+            )
+        if decision.plan is None:
+            return CompactionOutcome(decision)
+        prompt, replaced = self._prompt(decision.plan, summary_text, policy)
+        return _Job(
+            decision, decision.plan, prompt, replaced, started, self._names(thread_id, model_name)
+        )
+
+    def _end(
+        self,
+        job: _Job,
+        result: SummaryResult | SummaryGenerationError,
+        *,
+        thread_id: str | None,
+        run_id: str | None,
+        manual: bool,
+        raise_on_failure: bool,
+        trigger: str | None,
+    ) -> CompactionOutcome:
+        if isinstance(result, SummaryGenerationError):
+            return self._fail(
+                job.decision,
+                job.plan,
+                result,
+                thread_id=thread_id,
+                raise_on_failure=raise_on_failure,
+            )
+        return self._finish(
+            job.decision,
+            job.plan,
+            result,
+            thread_id=thread_id,
+            run_id=run_id,
+            manual=manual,
+            started=job.started,
+            trigger=trigger,
+            replaced=job.replaced,
+        )
+
     def compact(
         self,
         messages: Sequence[BaseMessage],
@@ -288,39 +357,38 @@ class Compactor:
         Raises:
             SummaryGenerationError: Every candidate failed and `raise_on_failure` is set.
         """
-        started = time.perf_counter()
-        policy = policy or self.policy
-        if decision is None:
-            decision = self.decide(
-                messages, summary_text, force=force, static_tokens=static_tokens, policy=policy
-            )
-        plan = decision.plan
-        if plan is None:
-            return CompactionOutcome(decision)
-        prompt, replaced = self._prompt(plan, summary_text, policy)
+        job = self._begin(
+            messages,
+            summary_text,
+            force=force,
+            static_tokens=static_tokens,
+            policy=policy,
+            decision=decision,
+            thread_id=thread_id,
+            model_name=model_name,
+        )
+        if isinstance(job, CompactionOutcome):
+            return job
+        result: SummaryResult | SummaryGenerationError
         try:
             result = generate_summary(
-                prompt,
-                self._names(thread_id, model_name),
+                job.prompt,
+                job.names,
                 self.resolve,
-                input_tokens=replaced,
+                input_tokens=job.replaced,
                 count=self.counter.count_text,
                 timeout=self.timeout_seconds,
             )
         except SummaryGenerationError as err:
-            return self._fail(
-                decision, plan, err, thread_id=thread_id, raise_on_failure=raise_on_failure
-            )
-        return self._finish(
-            decision,
-            plan,
+            result = err
+        return self._end(
+            job,
             result,
             thread_id=thread_id,
             run_id=run_id,
             manual=manual,
-            started=started,
+            raise_on_failure=raise_on_failure,
             trigger=trigger,
-            replaced=replaced,
         )
 
     async def acompact(
@@ -340,37 +408,36 @@ class Compactor:
         decision: CompactionDecision | None = None,
     ) -> CompactionOutcome:
         """Async twin of `compact`."""
-        started = time.perf_counter()
-        policy = policy or self.policy
-        if decision is None:
-            decision = self.decide(
-                messages, summary_text, force=force, static_tokens=static_tokens, policy=policy
-            )
-        plan = decision.plan
-        if plan is None:
-            return CompactionOutcome(decision)
-        prompt, replaced = self._prompt(plan, summary_text, policy)
+        job = self._begin(
+            messages,
+            summary_text,
+            force=force,
+            static_tokens=static_tokens,
+            policy=policy,
+            decision=decision,
+            thread_id=thread_id,
+            model_name=model_name,
+        )
+        if isinstance(job, CompactionOutcome):
+            return job
+        result: SummaryResult | SummaryGenerationError
         try:
             result = await agenerate_summary(
-                prompt,
-                self._names(thread_id, model_name),
+                job.prompt,
+                job.names,
                 self.resolve,
-                input_tokens=replaced,
+                input_tokens=job.replaced,
                 count=self.counter.count_text,
                 timeout=self.timeout_seconds,
             )
         except SummaryGenerationError as err:
-            return self._fail(
-                decision, plan, err, thread_id=thread_id, raise_on_failure=raise_on_failure
-            )
-        return self._finish(
-            decision,
-            plan,
+            result = err
+        return self._end(
+            job,
             result,
             thread_id=thread_id,
             run_id=run_id,
             manual=manual,
-            started=started,
+            raise_on_failure=raise_on_failure,
             trigger=trigger,
-            replaced=replaced,
         )
