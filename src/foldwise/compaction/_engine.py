@@ -97,6 +97,7 @@ class _Job:
     replaced: int
     started: float
     names: list[str]
+    static_tokens: int
 
 
 @dataclass
@@ -192,7 +193,7 @@ class Compactor:
         manual: bool,
         started: float,
         trigger: str | None,
-        replaced: int,
+        static_tokens: int,
     ) -> CompactionOutcome:
         self._record(thread_id, ok=True)
         event = SummarizationEvent(plan.to_summarize, plan.preserved, thread_id, result.text)
@@ -207,7 +208,12 @@ class Compactor:
                 )
         preserved, refs = self._offload_overflow(plan, thread_id)
         offloaded = [str(ref.get("artifact_id")) for ref in refs]
-        after = plan.tokens_before - replaced + self.counter.count_text(result.text)
+        # Estimated afresh: the usage anchor behind tokens_before does not survive the removal.
+        after = (
+            static_tokens
+            + self.counter.count_text(result.text)
+            + self.counter.count_messages(preserved, anchor=False)
+        )
         receipt = CompactionReceipt(
             thread_id=thread_id,
             run_id=run_id,
@@ -299,9 +305,8 @@ class Compactor:
         if decision.plan is None:
             return CompactionOutcome(decision)
         prompt, replaced = self._prompt(decision.plan, summary_text, policy)
-        return _Job(
-            decision, decision.plan, prompt, replaced, started, self._names(thread_id, model_name)
-        )
+        names = self._names(thread_id, model_name)
+        return _Job(decision, decision.plan, prompt, replaced, started, names, static_tokens)
 
     def _end(
         self,
@@ -331,7 +336,7 @@ class Compactor:
             manual=manual,
             started=job.started,
             trigger=trigger,
-            replaced=job.replaced,
+            static_tokens=job.static_tokens,
         )
 
     def compact(

@@ -263,7 +263,9 @@ def decide_compaction(
 
     removed_tokens = sum(counts[i] for i in summarized)
     summary_estimate = min(SUMMARY_ALLOWANCE_TOKENS, max(1, removed_tokens // 4))
-    after = max(0, total - removed_tokens - summary_tokens + summary_estimate)
+    kept_tokens = sum(counts[i] for i in rescued) + sum(counts[i] for i in tail)
+    # The next request is estimated afresh (an anchor on usage does not survive the removal).
+    after = static_tokens + summary_estimate + kept_tokens
     gain = total - after
     if (
         trigger not in ("manual", "budget")
@@ -277,7 +279,6 @@ def decide_compaction(
             total,
             f"would free about {gain:,} tokens, below min_gain_tokens {policy.min_gain_tokens:,}",
         )
-    kept_tokens = sum(counts[i] for i in rescued) + sum(counts[i] for i in tail)
     tail_over = budget is not None and (
         kept_tokens + static_tokens + SUMMARY_ALLOWANCE_TOKENS > budget
     )

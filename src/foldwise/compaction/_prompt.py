@@ -85,9 +85,7 @@ def _water_level(lengths: Sequence[int], target: int) -> int:
     return ordered[-1] if ordered else 0
 
 
-def _render_within(
-    messages: Sequence[BaseMessage], budget: int, counter: TokenCounter
-) -> str:
+def _render_within(messages: Sequence[BaseMessage], budget: int, counter: TokenCounter) -> str:
     """Render `messages`, eliding the middle of long ones before dropping any.
 
     Elision happens on message content, before rendering indents continuation lines, so a cut

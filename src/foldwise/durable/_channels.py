@@ -7,19 +7,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from foldwise.durable._delegations import render_delegations
 from foldwise.durable._render import SUMMARY_CHAR_BUDGET, bound_text, render_summary_section
-from foldwise.durable._skills import render_skills
+from foldwise.durable._skills import SKILL_METADATA_KEY, render_skills
+from foldwise.messages import OFFLOAD_FLAG
 
 __all__ = [
     "BUILTIN_CHANNELS",
     "OFFLOAD_RENDER_BUDGET",
     "DurableChannel",
+    "delegations_gone",
     "escape_value",
+    "offloads_gone",
     "render_offloads",
     "render_sections",
+    "skills_gone",
 ]
 
 OFFLOAD_RENDER_BUDGET = 3000
@@ -50,6 +54,10 @@ class DurableChannel:
         reducer: LangGraph reducer for the key (`None`: last write wins).
         capture: Extracts an update from the current messages and state.
         default: The type annotation of the value (for the state schema).
+        gone_from_context: Given the value and the current messages, returns the part the
+            messages no longer show (`None`: render the whole value). Rendering only what
+            compaction removed keeps the block unchanged between compactions, so the request
+            prefix stays cacheable by the provider.
     """
 
     key: str
@@ -58,6 +66,7 @@ class DurableChannel:
     reducer: Callable[[Any, Any], Any] | None = None
     capture: Capture | None = None
     default: Any = list
+    gone_from_context: Callable[[Any, Sequence[BaseMessage]], Any] | None = None
 
 
 def render_offloads(entries: Sequence[Mapping[str, Any]]) -> str:
@@ -80,21 +89,67 @@ def render_offloads(entries: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _call_ids(messages: Sequence[BaseMessage]) -> set[str]:
+    return {
+        str(call.get("id")) for m in messages if isinstance(m, AIMessage) for call in m.tool_calls
+    }
+
+
+def delegations_gone(
+    entries: Sequence[Mapping[str, Any]], messages: Sequence[BaseMessage]
+) -> list[Any]:
+    """Ledger entries whose `task` call is no longer in the messages."""
+    present = _call_ids(messages)
+    return [e for e in entries if str(e.get("id")) not in present]
+
+
+def skills_gone(entries: Sequence[Mapping[str, Any]], messages: Sequence[BaseMessage]) -> list[Any]:
+    """Skill references whose read result is no longer in the messages."""
+    present = {
+        str(meta.get("path"))
+        for m in messages
+        if isinstance(m, ToolMessage)
+        and isinstance(meta := m.additional_kwargs.get(SKILL_METADATA_KEY), dict)
+    }
+    return [e for e in entries if str(e.get("path")) not in present]
+
+
+def offloads_gone(
+    entries: Sequence[Mapping[str, Any]], messages: Sequence[BaseMessage]
+) -> list[Any]:
+    """Artifact references whose preview message is no longer in the messages."""
+    present = {
+        str(ref.get("artifact_id"))
+        for m in messages
+        if isinstance(ref := m.additional_kwargs.get(OFFLOAD_FLAG), dict)
+    }
+    return [e for e in entries if str(e.get("artifact_id")) not in present]
+
+
 BUILTIN_CHANNELS: tuple[DurableChannel, ...] = (
     DurableChannel("summary_text", lambda v: render_summary_section(v), SUMMARY_CHAR_BUDGET + 200),
-    DurableChannel("delegations", render_delegations, 6000),
-    DurableChannel("skill_context", render_skills, 6000),
-    DurableChannel("offloads", render_offloads, OFFLOAD_RENDER_BUDGET),
+    DurableChannel("delegations", render_delegations, 6000, gone_from_context=delegations_gone),
+    DurableChannel("skill_context", render_skills, 6000, gone_from_context=skills_gone),
+    DurableChannel(
+        "offloads", render_offloads, OFFLOAD_RENDER_BUDGET, gone_from_context=offloads_gone
+    ),
 )
 
 
 def render_sections(
     state: Mapping[str, Any], channels: Sequence[DurableChannel] = BUILTIN_CHANNELS
 ) -> list[str]:
-    """Render every channel with a value, in order, each within its budget."""
+    """Render every channel with a value, in order, each within its budget.
+
+    Channels with a `gone_from_context` filter render only what the state's messages no longer
+    show, so the block changes only when compaction removes something.
+    """
     sections: list[str] = []
+    messages = list(state.get("messages") or []) if isinstance(state, Mapping) else []
     for channel in channels:
         value = state.get(channel.key) if isinstance(state, Mapping) else None
+        if value and channel.gone_from_context is not None:
+            value = channel.gone_from_context(value, messages)
         if not value:
             continue
         text = channel.render(value)
