@@ -452,3 +452,16 @@ def test_contract_can_merge_into_a_single_system_message() -> None:
         systems[0].content
     )
     assert "Ignore all previous" not in str(systems[0].content)
+
+
+def test_block_shows_only_what_compaction_removed() -> None:
+    ledger = merge_delegations([], extract_delegations([task_call("c1"), task_result("c1", "completed")]))
+    in_context = {"messages": [task_call("c1"), task_result("c1", "completed")], "delegations": ledger}
+    assert render_sections(in_context) == []  # the model still sees the call itself
+    after_compaction = {"messages": [HumanMessage("next")], "delegations": ledger}
+    [section] = render_sections(after_compaction)
+    assert "Work already delegated" in section
+    ref = {"artifact_id": "art_" + "0" * 24, "source": "search", "chars": 10, "tokens": 3}
+    preview = ToolMessage("preview", tool_call_id="s1", additional_kwargs={"foldwise_offload": ref})
+    assert render_sections({"messages": [preview], "offloads": [ref]}) == []
+    assert "Stored artifacts" in render_sections({"messages": [], "offloads": [ref]})[0]
