@@ -455,8 +455,13 @@ def test_contract_can_merge_into_a_single_system_message() -> None:
 
 
 def test_block_shows_only_what_compaction_removed() -> None:
-    ledger = merge_delegations([], extract_delegations([task_call("c1"), task_result("c1", "completed")]))
-    in_context = {"messages": [task_call("c1"), task_result("c1", "completed")], "delegations": ledger}
+    ledger = merge_delegations(
+        [], extract_delegations([task_call("c1"), task_result("c1", "completed")])
+    )
+    in_context = {
+        "messages": [task_call("c1"), task_result("c1", "completed")],
+        "delegations": ledger,
+    }
     assert render_sections(in_context) == []  # the model still sees the call itself
     after_compaction = {"messages": [HumanMessage("next")], "delegations": ledger}
     [section] = render_sections(after_compaction)

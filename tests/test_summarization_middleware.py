@@ -441,3 +441,21 @@ def test_overflow_is_recognised_by_provider_error_code() -> None:
     assert is_context_overflow(ProviderError("Bad request"))
     assert is_context_overflow(ValueError("This model's maximum context length is 8192 tokens"))
     assert not is_context_overflow(ValueError("rate limited"))
+
+
+def test_per_thread_bookkeeping_is_bounded_and_receipts_carry_the_run_id() -> None:
+    from foldwise._lru import LRUDict
+
+    bounded: LRUDict[str, int] = LRUDict(maxsize=3)
+    for i in range(10):
+        bounded[f"t{i}"] = i
+    assert list(bounded) == ["t7", "t8", "t9"]
+    model = ScriptedChatModel(default="answer")
+    agent = foldwise.create_agent(cfg(), model=model, checkpointer=InMemorySaver())
+    import uuid
+
+    for i in range(3):
+        run_id = uuid.uuid4()
+        config = {**THREAD, "run_id": run_id, "metadata": {"run_id": str(run_id)}}
+        agent.invoke({"messages": [HumanMessage(f"q{i}")]}, config)
+    assert agent.get_state(THREAD).values["compactions"][-1]["run_id"] == str(run_id)

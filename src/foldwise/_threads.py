@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -57,8 +58,19 @@ async def acompact_thread_outcome(
     force: bool = True,
     keep: ContextSize | dict[str, Any] | None = None,
     model_name: str | None = None,
+    before_write: Callable[[], Awaitable[None]] | None = None,
 ) -> CompactionOutcome:
-    """Compact a thread and return the full outcome (including why nothing was done)."""
+    """Compact a thread and return the full outcome (including why nothing was done).
+
+    Args:
+        agent: An agent built by `foldwise.create_agent`.
+        thread_config: `{"configurable": {"thread_id": ...}}`.
+        force: Compact even when no trigger fires.
+        keep: How much to keep this time (a `ContextSize` or its dict form).
+        model_name: The run model to summarize with, when it differs from the default.
+        before_write: Awaited after the summary exists and right before the checkpoint write;
+            raising from it (for example because a lease was lost) cancels the write.
+    """
     middleware, thread_id, policy = _setup(agent, thread_config, keep)
     values = _values(await agent.aget_state(thread_config), thread_id)
     outcome: CompactionOutcome = await middleware.acompact_state(
@@ -66,6 +78,8 @@ async def acompact_thread_outcome(
     )
     update = outcome.state_update()
     if update is not None:
+        if before_write is not None:
+            await before_write()
         await agent.aupdate_state(thread_config, update)
     return outcome
 

@@ -6,14 +6,17 @@ To add a group, write `_<group>.py` with a `typer.Typer()` and register it below
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated
 
 import typer
 
 from foldwise.cli._bench import bench_app
 from foldwise.cli._config import config_app
+from foldwise.cli._levels import LogLevel
+from foldwise.cli._offload import offload_app
 from foldwise.cli._output import configure_logging
+from foldwise.cli._replay import demo, replay
+from foldwise.cli._serve import serve
 
 __all__ = ["app", "main"]
 
@@ -27,15 +30,10 @@ app = typer.Typer(
 )
 app.add_typer(config_app, name="config")
 app.add_typer(bench_app, name="bench")
-
-
-class LogLevel(StrEnum):
-    """Levels accepted by `--log-level`."""
-
-    debug = "debug"
-    info = "info"
-    warning = "warning"
-    error = "error"
+app.add_typer(offload_app, name="offload")
+app.command("serve")(serve)
+app.command("replay")(replay)
+app.command("demo")(demo)
 
 
 def _version(value: bool) -> None:

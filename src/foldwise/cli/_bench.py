@@ -70,8 +70,52 @@ def tokens(
     _print_report(report, as_json=as_json, out=out)
 
 
+@bench_app.command("suite")
+def suite(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Smaller scenarios (about a minute).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Also write the JSON results to this file.", dir_okay=False),
+    ] = None,
+    results_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--results-dir",
+            help="Also write <date>-<machine>.json and .md there (e.g. bench/results).",
+            file_okay=False,
+        ),
+    ] = None,
+) -> None:
+    """The whole suite: counting, overflows, thrash, cache-aware cost, integrity, retention.
+
+    foldwise, LangChain's SummarizationMiddleware (default and matched trigger) and
+    deepagents (when installed) replay the same scenarios with the same summarizer; the table
+    has ratio columns against each peer.
+    """
+    from foldwise.bench._suite import run_bench_suite
+
+    with fail_on_errors():
+        report = run_bench_suite(quick=quick, results_dir=results_dir)
+    _print_report(report, as_json=as_json, out=out)
+
+
+@bench_app.command("decision")
+def decision(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+) -> None:
+    """Per-call compaction decision cost on a 1,000-call run vs LangChain's middleware."""
+    from foldwise.bench._decision import run_decision_benchmark
+
+    with fail_on_errors():
+        report = run_decision_benchmark()
+    _print_report(report, as_json=as_json, out=None)
+
+
 @bench_app.callback(invoke_without_command=True)
 def _all(ctx: typer.Context) -> None:
-    """Run foldwise's benchmarks; without a command, run every one (full size, Markdown)."""
+    """Run foldwise's benchmarks; without a command, the whole suite (full size, Markdown)."""
     if ctx.invoked_subcommand is None:
-        tokens(quick=False, as_json=False, out=None)
+        suite(quick=False, as_json=False, out=None, results_dir=None)

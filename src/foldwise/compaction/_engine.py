@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from foldwise._lru import LRUDict
 from foldwise.compaction._planner import (
     CompactionDecision,
     CompactionPlan,
@@ -130,7 +131,7 @@ class Compactor:
     hooks: Sequence[Callable[[SummarizationEvent], None]] = ()
     observers: Sequence[Callable[[CompactionReceipt], None]] = ()
     offloader: Offloader | None = None
-    _failures: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    _failures: LRUDict[str, int] = field(default_factory=LRUDict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def decide(

@@ -21,6 +21,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from foldwise._lru import LRUDict
 from foldwise.compaction import (
     CompactionOutcome,
     CompactionPolicy,
@@ -75,6 +76,16 @@ def _profile_window(model: BaseChatModel) -> int | None:
 def _summary_of(state: Any) -> str | None:
     value = state.get("summary_text") if isinstance(state, dict) else None
     return value if isinstance(value, str) else None
+
+
+def _run_id() -> str | None:
+    """The current run's id, when the caller put one in the config (the gateway does)."""
+    try:
+        config = get_config()
+    except RuntimeError:
+        return None
+    value = (config.get("metadata") or {}).get("run_id") or config.get("run_id")
+    return str(value) if value else None
 
 
 def _thread_id(runtime: Any) -> str | None:
@@ -166,8 +177,8 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         )
         self.max_compactions_per_run = settings.max_compactions_per_run
         self._initial_static = static_tokens
-        self._static: dict[str, int] = {}
-        self._run_counts: dict[str, int] = {}
+        self._static: LRUDict[str, int] = LRUDict()
+        self._run_counts: LRUDict[str, int] = LRUDict()
         self._lock = threading.Lock()
 
     @classmethod
@@ -209,6 +220,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             "summary_text": summary,
             "static_tokens": static,
             "thread_id": key or None,
+            "run_id": _run_id(),
             "decision": decision,
         }
 

@@ -151,10 +151,10 @@ def _openai_message(item: RawItem, legacy: dict[str, list[str]], counter: list[i
             calls.extend(_openai_calls([fake], item))
         return AIMessage(content=content, tool_calls=calls, name=name)
     if role == "tool":
-        call_id = value.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
+        result_id = value.get("tool_call_id")
+        if not isinstance(result_id, str) or not result_id:
             raise _err("tool message without a tool_call_id", item, "tool_call_id")
-        return ToolMessage(content=content, tool_call_id=call_id, name=name)
+        return ToolMessage(content=content, tool_call_id=result_id, name=name)
     if role == "function":
         pending = legacy.get(name or "", [])
         if not pending:
@@ -290,9 +290,7 @@ def _convert_anthropic(document: Document) -> Converted:
     system = container.get("system")
     if system:
         if isinstance(system, list):
-            system = "\n".join(
-                str(b.get("text", "")) for b in system if isinstance(b, dict)
-            )
+            system = "\n".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
         messages.append(SystemMessage(content=str(system)))
         lines.append(document.container_line)
     items = list(document.items)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,14 +14,22 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
+from foldwise.errors import ConfigError
 from foldwise.messages import message_text
 from foldwise.summarizers import ExtractiveSummarizer
 from foldwise.testing import RecordedRequest, ScriptedChatModel
 from foldwise.tokens import TokenCounter, get_counter
 
-__all__ = ["ProviderAttempt", "ReplayChatModel", "is_summarizer_prompt"]
+__all__ = [
+    "PROVIDER_NAME",
+    "ProviderAttempt",
+    "ReplayChatModel",
+    "default_provider_counter",
+    "is_summarizer_prompt",
+]
 
-_PROVIDER = "foldwise-replay"
+PROVIDER_NAME = "foldwise-scripted"
+"""`response_metadata.model_provider` of the answers (as `ScriptedChatModel` reports it)."""
 _SUMMARY_MARKERS = ("<new_messages>", "Messages to summarize:")
 
 
@@ -136,7 +145,9 @@ class ReplayChatModel(ScriptedChatModel):
                 else AIMessage(content="", id=f"synthetic-{uuid.uuid4().hex[:12]}")
             )
             self._attempts.append(ProviderAttempt(tokens, False, forced=over, synthetic=synthetic))
-        output = self.counter.count_text(answer.text) + 1
+        # Same usage and metadata as `ScriptedChatModel(usage=True)` reports, so a live agent
+        # on a ScriptedChatModel counting like this provider makes identical decisions.
+        output = math.ceil(len(str(answer.content)) / 4)
         answer.usage_metadata = {
             "input_tokens": tokens,
             "output_tokens": output,
@@ -144,7 +155,7 @@ class ReplayChatModel(ScriptedChatModel):
         }
         answer.response_metadata = {
             **answer.response_metadata,
-            "model_provider": _PROVIDER,
+            "model_provider": PROVIDER_NAME,
             "model_name": self.model_name,
         }
         return ChatResult(generations=[ChatGeneration(message=answer)])
@@ -154,5 +165,5 @@ def default_provider_counter() -> TokenCounter:
     """Exact `o200k_base` when the optional tokenizers are installed, else the estimate."""
     try:
         return get_counter("o200k_base")
-    except Exception:  # the tokenizers extra is optional
+    except ConfigError:  # the tokenizers extra is optional
         return get_counter("estimate")

@@ -64,6 +64,7 @@ class BuildContext:
         tap: Records summarizer calls.
         config: foldwise's configuration (peers read its trigger for `langchain-matched`).
         workdir: A private directory for stores; removed after the run.
+        thread_id: The LangGraph thread of the run.
     """
 
     model: ReplayChatModel
@@ -74,13 +75,16 @@ class BuildContext:
     tap: SummaryTap
     config: FoldwiseConfig
     workdir: Path
+    thread_id: str = "replay"
 
 
 def _extractive(messages: list[BaseMessage]) -> str:
     return ExtractiveSummarizer().summarize(messages)
 
 
-def replay_config(config: FoldwiseConfig, workdir: Path, *, summarizer: str | None) -> FoldwiseConfig:
+def replay_config(
+    config: FoldwiseConfig, workdir: Path, *, summarizer: str | None
+) -> FoldwiseConfig:
     """The config as replay runs it: summaries from `summarizer`, artifacts under `workdir`."""
     summarization = config.summarization
     if summarizer is not None:
@@ -97,12 +101,14 @@ class ReplaySystem:
         label: What the report calls it.
         description: One line on its configuration.
         window_limited: Whether the provider window applies (`raw` runs unbounded).
+        uses_receipts: Compactions come from foldwise receipts, not from summarizer calls.
     """
 
     key = "system"
     label = "system"
     description = ""
     window_limited = True
+    uses_receipts = False
 
     def unavailable(self) -> str | None:
         """Why this system cannot run here (a missing package), or `None`."""
@@ -128,6 +134,10 @@ class ReplaySystem:
         """Whether `text` can be read back verbatim from what the system stored."""
         return False
 
+    def stored_texts(self, state: dict[str, Any], ctx: BuildContext) -> list[str]:
+        """Everything the system stored outside the context (artifacts, history files)."""
+        return []
+
 
 class FoldwiseSystem(ReplaySystem):
     """`foldwise.create_agent` with the given config, exactly as production builds it."""
@@ -135,6 +145,7 @@ class FoldwiseSystem(ReplaySystem):
     key = "foldwise"
     label = "foldwise"
     description = "foldwise.create_agent with the given config"
+    uses_receipts = True
 
     def build(self, ctx: BuildContext) -> Any:
         extra: list[AgentMiddleware[Any, Any, Any]] = []
@@ -163,6 +174,16 @@ class FoldwiseSystem(ReplaySystem):
             for r in refs
             if isinstance(r, dict) and r.get("artifact_id")
         }
+
+    def stored_texts(self, state: dict[str, Any], ctx: BuildContext) -> list[str]:
+        store = FilesystemArtifactStore(ctx.config.offload.root)
+        texts: list[str] = []
+        for ref in store.list(ctx.thread_id):
+            try:
+                texts.append(store.get(ctx.thread_id, ref.artifact_id))
+            except Exception:  # expired or unreadable: not recoverable
+                logger.debug("artifact %s not readable", ref.artifact_id)
+        return texts
 
     def recoverable(self, text: str, state: dict[str, Any], ctx: BuildContext) -> bool:
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -302,6 +323,9 @@ class DeepAgentsSystem(ReplaySystem):
     def offloads(self, state: dict[str, Any]) -> dict[str, int]:
         return {path: len(text.encode("utf-8")) for path, text in self._files(state).items()}
 
+    def stored_texts(self, state: dict[str, Any], ctx: BuildContext) -> list[str]:
+        return [html.unescape(text) for text in self._files(state).values()]
+
     def recoverable(self, text: str, state: dict[str, Any], ctx: BuildContext) -> bool:
         for content in self._files(state).values():
             if text in content or text in html.unescape(content):
@@ -345,6 +369,4 @@ def get_system(key: str) -> ReplaySystem:
     try:
         return _SYSTEMS[key]()
     except KeyError:
-        raise ValueError(
-            f"unknown system {key!r}; use one of {', '.join(SYSTEM_KEYS)}"
-        ) from None
+        raise ValueError(f"unknown system {key!r}; use one of {', '.join(SYSTEM_KEYS)}") from None

@@ -269,9 +269,7 @@ def _document_from_jsonl(lines: list[tuple[int, str]]) -> Document:
             raise TraceFormatError("'messages' must be a list", line=request.line, field="messages")
         if len(messages) >= len(best.value["messages"]):
             best = request
-    items = [
-        RawItem(v, best.line, f"messages[{i}]") for i, v in enumerate(best.value["messages"])
-    ]
+    items = [RawItem(v, best.line, f"messages[{i}]") for i, v in enumerate(best.value["messages"])]
     return Document(items, best.value, best.line)
 
 

@@ -134,8 +134,21 @@ _POSTGRES_0001 = (
     )""",
 )
 
+_SQLITE_0002 = (
+    "ALTER TABLE receipts ADD COLUMN receipt_key TEXT",
+    """CREATE UNIQUE INDEX receipts_key_idx ON receipts (thread_id, receipt_key)
+        WHERE receipt_key IS NOT NULL""",
+)
+
+_POSTGRES_0002 = (
+    "ALTER TABLE {schema}.receipts ADD COLUMN receipt_key TEXT",
+    """CREATE UNIQUE INDEX receipts_key_idx ON {schema}.receipts (thread_id, receipt_key)
+        WHERE receipt_key IS NOT NULL""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "threads, runs, transcript, receipts, thread locks", _SQLITE_0001, _POSTGRES_0001),
+    Migration(2, "receipts are unique per thread by their own id", _SQLITE_0002, _POSTGRES_0002),
 )
 """Every migration, in order."""
 

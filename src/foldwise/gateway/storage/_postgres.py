@@ -374,18 +374,31 @@ class PostgresGatewayStorage(PostgresBase):
             raise ValueError("receipt must be a mapping (a JSON object)")
         body = dumps(dict(receipt))
         prepared = prepare_events([marker], utcnow()) if marker is not None else []
+        key = _receipt_key(receipt)
         async with self.transaction("add_receipt", tid) as conn:
             await self.lock_thread_row(conn, tid)
-            row = await self.fetchone(
-                conn,
-                self.q(
-                    "INSERT INTO {schema}.receipts (thread_id, run_id, receipt, created_at) "
-                    f"VALUES (%s, %s, %s::jsonb, %s) RETURNING {RECEIPT_COLUMNS}"
-                ),
-                (tid, run_id, body, utcnow()),
-            )
-            if prepared:
-                await self._append(conn, tid, prepared)
+            row = None
+            if key is not None:
+                row = await self.fetchone(
+                    conn,
+                    self.q(
+                        f"SELECT {RECEIPT_COLUMNS} FROM {{schema}}.receipts "
+                        "WHERE thread_id = %s AND receipt_key = %s"
+                    ),
+                    (tid, key),
+                )
+            if row is None:
+                row = await self.fetchone(
+                    conn,
+                    self.q(
+                        "INSERT INTO {schema}.receipts "
+                        "(thread_id, run_id, receipt, created_at, receipt_key) "
+                        f"VALUES (%s, %s, %s::jsonb, %s, %s) RETURNING {RECEIPT_COLUMNS}"
+                    ),
+                    (tid, run_id, body, utcnow(), key),
+                )
+                if prepared:
+                    await self._append(conn, tid, prepared)
         if row is None:  # pragma: no cover - INSERT ... RETURNING always yields the row
             raise ThreadNotFoundError(tid)
         return receipt_from_row(row, from_db_time, loads_object)
@@ -470,3 +483,9 @@ class PostgresGatewayStorage(PostgresBase):
                 (tid,),
             )
         return None if row is None else lock_from_row(row, from_db_time)
+
+
+def _receipt_key(receipt: Mapping[str, Any]) -> str | None:
+    """The receipt's own id, which makes `add_receipt` idempotent."""
+    key = receipt.get("id")
+    return str(key) if key is not None else None

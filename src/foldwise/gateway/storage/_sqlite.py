@@ -335,11 +335,22 @@ class SqliteGatewayStorage(SqliteBase):
         body = dumps(dict(receipt))
         now = to_text(utcnow())
         prepared = prepare_events([marker], utcnow()) if marker is not None else []
+        key = _receipt_key(receipt)
         async with self._write("add_receipt", tid) as conn:
             await self._require_thread(conn, tid)
+            if key is not None:
+                existing = await self._fetchall(
+                    conn,
+                    f"SELECT {RECEIPT_COLUMNS} FROM receipts "
+                    "WHERE thread_id = ? AND receipt_key = ?",
+                    (tid, key),
+                )
+                if existing:  # a retry of the same compaction: stored once, marker once
+                    return receipt_from_row(existing[0], from_text, loads_object)
             cursor = await conn.execute(
-                "INSERT INTO receipts (thread_id, run_id, receipt, created_at) VALUES (?, ?, ?, ?)",
-                (tid, run_id, body, now),
+                "INSERT INTO receipts (thread_id, run_id, receipt, created_at, receipt_key) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (tid, run_id, body, now, key),
             )
             receipt_id = cursor.lastrowid
             if prepared:
@@ -410,3 +421,9 @@ class SqliteGatewayStorage(SqliteBase):
                 (tid, time.time()),
             )
         return None if row is None else lock_from_row(row, from_epoch)
+
+
+def _receipt_key(receipt: Mapping[str, Any]) -> str | None:
+    """The receipt's own id, which makes `add_receipt` idempotent."""
+    key = receipt.get("id")
+    return str(key) if key is not None else None

@@ -1,0 +1,144 @@
+"""`foldwise serve`: run the gateway with uvicorn.
+
+Registered on the root app by `_app.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+
+from foldwise.cli._levels import LogLevel
+from foldwise.cli._output import fail, fail_on_errors
+from foldwise.config import CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH, FoldwiseConfig, load_config
+from foldwise.errors import FoldwiseError
+
+__all__ = ["serve"]
+
+_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def _log_config(level: str) -> dict[str, Any]:
+    """Timestamped records of foldwise and uvicorn on stderr (applied in every worker)."""
+    level = level.upper()
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": _FORMAT}},
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": "plain",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "loggers": {
+            "foldwise": {"handlers": ["stderr"], "level": level, "propagate": False},
+            "uvicorn": {"handlers": ["stderr"], "level": level, "propagate": False},
+            "uvicorn.error": {"level": level},
+            "uvicorn.access": {"level": level},
+        },
+    }
+
+
+async def _preflight(config: FoldwiseConfig) -> None:
+    """Migrate the database once, before worker processes start."""
+    from foldwise.gateway._checkpointer import open_checkpointer
+    from foldwise.gateway.storage import open_storage
+
+    async with open_storage(config.storage.url), open_checkpointer(config.storage.url):
+        pass
+
+
+def serve(
+    config_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help=f"Configuration file. Default: ${CONFIG_ENV_VAR}, then {DEFAULT_CONFIG_PATH}, "
+            "else the built-in defaults.",
+            show_default=False,
+        ),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Interface to bind (default: gateway.host).")
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", min=0, max=65535, help="TCP port (default: gateway.port)."),
+    ] = None,
+    log_level: Annotated[
+        LogLevel, typer.Option("--log-level", case_sensitive=False, help="Server log level.")
+    ] = LogLevel.info,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Worker processes on the same port (share a Postgres database; see "
+            "docs/gateway.md).",
+        ),
+    ] = 1,
+) -> None:
+    """Serve foldwise agents over HTTP (LangGraph Server API plus `/compact`, `/transcript`).
+
+    Binds 127.0.0.1:8420 unless the configuration or the options say otherwise. Stops cleanly
+    on SIGINT / SIGTERM: in-flight runs get a grace period, then are interrupted without
+    corrupting their threads.
+    """
+    import uvicorn
+
+    from foldwise.agent import create_agent
+    from foldwise.gateway import create_app
+
+    with fail_on_errors():
+        config = load_config(config_path)
+        create_agent(config)  # a model or tool that cannot be built: one line, exit 2
+        application = create_app(config)
+    options: dict[str, Any] = {
+        "host": host or config.gateway.host,
+        "port": config.gateway.port if port is None else port,
+        "log_config": _log_config(log_level.value),
+        "log_level": log_level.value,
+        "lifespan": "on",
+        "timeout_graceful_shutdown": 15,
+        "server_header": False,
+    }
+    if workers > 1:
+        with fail_on_errors():
+            try:
+                asyncio.run(_preflight(config))
+            except FoldwiseError:
+                raise
+            except Exception as error:  # a database driver's connection error, with its reason
+                fail(f"cannot start the gateway: {type(error).__name__}: {error}")
+        if config_path is not None:
+            # Each worker process loads the configuration itself, from the same file.
+            os.environ[CONFIG_ENV_VAR] = str(config_path.resolve())
+        uvicorn.run("foldwise.gateway:app_from_env", factory=True, workers=workers, **options)
+        return
+    server = uvicorn.Server(uvicorn.Config(application, **options))
+    # uvicorn shuts down gracefully on SIGINT / SIGTERM, then re-raises the signal: make that
+    # a clean exit (status 0) rather than a KeyboardInterrupt or a death by signal.
+    previous = signal.signal(signal.SIGTERM, _stopped)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    except SystemExit as stop:
+        if stop.code not in (0, None):
+            # uvicorn exits 3 when the lifespan fails (e.g. an unreachable database).
+            fail("the gateway could not start; the log above says why")
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,192 @@
+"""The agents a gateway serves: `assistant_id` → compiled foldwise agent, per run model.
+
+`agent` is the default assistant, built with `foldwise.create_agent` from `models[0]`, the
+config's `tools:` and foldwise's middleware. Every configured model name is an assistant too
+(the same agent on that model), and a request may pick another configured model with
+`model_name`. Agents are built once per (assistant, model) and share the gateway's
+checkpointer. Applications plug in their own agents with an `AgentFactory`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from foldwise.agent import create_agent, find_summarization
+from foldwise.config import FoldwiseConfig
+from foldwise.gateway._errors import AssistantNotFoundError, RequestFieldError
+from foldwise.middleware import SummarizationMiddleware
+from foldwise.offload import ArtifactStore, artifact_store_from_config
+
+__all__ = [
+    "DEFAULT_ASSISTANT",
+    "AgentFactory",
+    "AgentRegistry",
+    "AgentRequest",
+    "HostedAgent",
+    "default_agent_factory",
+]
+
+DEFAULT_ASSISTANT = "agent"
+"""The assistant id of the default agent (built from `models[0]`)."""
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """What an `AgentFactory` is asked to build.
+
+    Attributes:
+        config: The gateway's configuration.
+        assistant_id: `agent` or a configured model name.
+        model_name: The run model (a configured name), or `None` for the default.
+        checkpointer: The gateway's checkpointer; the agent must use it.
+    """
+
+    config: FoldwiseConfig
+    assistant_id: str
+    model_name: str | None
+    checkpointer: BaseCheckpointSaver[Any]
+
+
+@dataclass(frozen=True)
+class HostedAgent:
+    """A compiled agent plus what the gateway cannot read back from the graph.
+
+    An `AgentFactory` may return a bare compiled graph; the gateway then finds the tools in the
+    graph's tool node and assumes no system prompt.
+
+    Attributes:
+        graph: The compiled LangGraph agent (from `foldwise.create_agent`).
+        system_prompt: The agent's system prompt, counted by `GET /threads/{id}/context`.
+        tools: The tools bound to the model (default: those of the graph's tool node).
+        artifact_store: Where its offloaded artifacts live (default: `offload.root`), so
+            `DELETE /threads/{id}` removes them.
+    """
+
+    graph: Any
+    system_prompt: str | None = None
+    tools: tuple[BaseTool, ...] | None = None
+    artifact_store: ArtifactStore | None = None
+
+    @property
+    def summarization(self) -> SummarizationMiddleware | None:
+        """The agent's `SummarizationMiddleware`, if it was built by `create_agent`."""
+        return find_summarization(self.graph)
+
+    def bound_tools(self) -> list[BaseTool]:
+        """The tools the model sees."""
+        if self.tools is not None:
+            return list(self.tools)
+        node = getattr(self.graph, "nodes", {}).get("tools")
+        by_name = getattr(getattr(node, "bound", None), "tools_by_name", None)
+        return list(by_name.values()) if isinstance(by_name, dict) else []
+
+
+AgentFactory = Callable[[AgentRequest], Any]
+"""Builds the agent for a request: returns a compiled graph or a `HostedAgent`."""
+
+
+def default_agent_factory(request: AgentRequest) -> HostedAgent:
+    """`foldwise.create_agent` with the configured model, tools and the gateway checkpointer."""
+    graph = create_agent(
+        request.config,
+        model=request.model_name,
+        checkpointer=request.checkpointer,
+        name=request.assistant_id,
+    )
+    return HostedAgent(graph)
+
+
+class AgentRegistry:
+    """Resolves assistant ids and model names, and builds each agent once.
+
+    Args:
+        config: The gateway configuration.
+        checkpointer: Shared by every agent.
+        factory: Builds agents (default: `default_agent_factory`).
+    """
+
+    def __init__(
+        self,
+        config: FoldwiseConfig,
+        checkpointer: BaseCheckpointSaver[Any],
+        factory: AgentFactory | None = None,
+    ) -> None:
+        self.config = config
+        self.checkpointer = checkpointer
+        self.factory = factory or default_agent_factory
+        self._agents: dict[str | None, HostedAgent] = {}
+        self._lock = threading.Lock()
+        self.default_artifacts: ArtifactStore = artifact_store_from_config(config)
+
+    @property
+    def assistant_ids(self) -> list[str]:
+        """Every assistant id served: `agent`, then each configured model name."""
+        return [DEFAULT_ASSISTANT, *(n for n in self.config.model_names if n != DEFAULT_ASSISTANT)]
+
+    def resolve(
+        self, assistant_id: str, model_name: str | None, *, field: str = "model_name"
+    ) -> str | None:
+        """Check the assistant and the model; return the run model (`None`: the default).
+
+        Every assistant is the same agent on a different run model: `agent` runs `models[0]`
+        (or `model_name`), a model-name assistant runs that model unless `model_name` says
+        otherwise.
+
+        Raises:
+            AssistantNotFoundError: An unknown assistant id (404).
+            RequestFieldError: `model_name` names no configured model (422).
+        """
+        if assistant_id not in self.assistant_ids:
+            raise AssistantNotFoundError(assistant_id, self.assistant_ids)
+        names = self.config.model_names
+        if model_name is not None and model_name not in names:
+            known = ", ".join(names) or "none configured"
+            raise RequestFieldError(field, f"{model_name!r} names no configured model ({known})")
+        if model_name is None and assistant_id != DEFAULT_ASSISTANT:
+            model_name = assistant_id
+        if model_name is not None and names and model_name == names[0]:
+            model_name = None  # the default model: share the default agent
+        return model_name
+
+    def get(
+        self, assistant_id: str = DEFAULT_ASSISTANT, model_name: str | None = None
+    ) -> HostedAgent:
+        """The agent for an assistant and run model (built on first use).
+
+        Raises:
+            AssistantNotFoundError: An unknown assistant id.
+            RequestFieldError: An unknown model name.
+            ModelConstructionError, ConfigError: The agent could not be built.
+        """
+        key = self.resolve(assistant_id, model_name)
+        with self._lock:
+            hosted = self._agents.get(key)
+        if hosted is not None:
+            return hosted
+        built = self.factory(
+            AgentRequest(
+                config=self.config,
+                assistant_id=DEFAULT_ASSISTANT if key is None else key,
+                model_name=key,
+                checkpointer=self.checkpointer,
+            )
+        )
+        hosted = built if isinstance(built, HostedAgent) else HostedAgent(built)
+        with self._lock:
+            return self._agents.setdefault(key, hosted)
+
+    def artifact_stores(self) -> Sequence[ArtifactStore]:
+        """Every distinct artifact store used by the built agents (and the configured one)."""
+        stores: list[ArtifactStore] = [self.default_artifacts]
+        with self._lock:
+            for hosted in self._agents.values():
+                store = hosted.artifact_store
+                if store is not None and all(store is not s for s in stores):
+                    stores.append(store)
+        return stores

@@ -1,0 +1,102 @@
+"""`create_app(config)`: the FastAPI application of the gateway, with its lifespan.
+
+The lifespan opens the gateway storage and LangGraph's checkpointer once, builds the default
+agent (so a broken model configuration fails at start-up, not on the first request), and on
+shutdown stops accepting work, lets runs finish for a grace period, cancels the rest (each ends
+`interrupted` with its lease released) and closes the checkpointer and the storage.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from foldwise.config import FoldwiseConfig, load_config
+from foldwise.gateway import _compact, _context, _health, _runs, _threads, _transcript
+from foldwise.gateway._agents import AgentFactory, AgentRegistry
+from foldwise.gateway._checkpointer import open_checkpointer
+from foldwise.gateway._deps import Gateway
+from foldwise.gateway._errors import ErrorGuardMiddleware, install_error_handlers
+from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
+from foldwise.gateway._limits import BodyLimitMiddleware
+from foldwise.gateway._manager import RunManager
+from foldwise.gateway._serde import JSONResponse
+from foldwise.gateway.storage import open_storage
+
+__all__ = ["DEFAULT_SHUTDOWN_GRACE", "app_from_env", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SHUTDOWN_GRACE = 10.0
+"""Seconds in-flight runs get to finish on shutdown before they are cancelled."""
+
+
+def create_app(
+    config: FoldwiseConfig,
+    *,
+    agent_factory: AgentFactory | None = None,
+    lease_ttl_seconds: float = DEFAULT_LEASE_TTL,
+    shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE,
+) -> FastAPI:
+    """Build the gateway's FastAPI application.
+
+    Args:
+        config: The configuration (`storage.url`, `gateway.max_body_bytes`, models, tools...).
+        agent_factory: Builds the agents (default: `foldwise.create_agent` from the config).
+            It receives an `AgentRequest` and returns a compiled graph or a `HostedAgent`; the
+            graph must use the request's checkpointer.
+        lease_ttl_seconds: How long a thread lease lasts without renewal (renewed every third).
+        shutdown_grace_seconds: How long runs may finish on shutdown before being cancelled.
+
+    Returns:
+        The application; run it with uvicorn (`foldwise serve` does).
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        storage = open_storage(config.storage.url)
+        await storage.setup()
+        try:
+            async with open_checkpointer(config.storage.url) as checkpointer:
+                agents = AgentRegistry(config, checkpointer, agent_factory)
+                agents.get()  # fail at start-up on a broken model or tool configuration
+                leases = ThreadLeases(storage, ttl=lease_ttl_seconds)
+                runs = RunManager(storage, leases)
+                app.state.gateway = Gateway(config, storage, checkpointer, agents, leases, runs)
+                logger.info(
+                    "foldwise gateway ready (storage: %s, assistants: %s)",
+                    storage.backend,
+                    ", ".join(agents.assistant_ids),
+                )
+                try:
+                    yield
+                finally:
+                    await runs.shutdown(shutdown_grace_seconds)
+                    logger.info("foldwise gateway stopped")
+        finally:
+            await storage.aclose()
+
+    app = FastAPI(
+        title="foldwise gateway",
+        summary="foldwise agents with persistent threads, manual compaction and full transcripts",
+        lifespan=lifespan,
+        default_response_class=JSONResponse,
+    )
+    install_error_handlers(app)
+    for module in (_health, _threads, _runs, _compact, _transcript, _context):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.gateway.max_body_bytes)
+    app.add_middleware(ErrorGuardMiddleware)  # outermost of ours: wraps the body limit too
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Zero-argument factory for ``uvicorn --factory``: the app of `$FOLDWISE_CONFIG`.
+
+    `foldwise serve --workers N` uses it; so can ``uvicorn --factory --workers N
+    foldwise.gateway:app_from_env``.
+    """
+    return create_app(load_config())

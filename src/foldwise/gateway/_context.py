@@ -1,0 +1,122 @@
+"""`GET /threads/{id}/context`: what the next model request of a thread would cost, and why.
+
+The request is measured the way the summarization trigger measures it, with the agent's own
+token counter: the system prompt, the tool schemas, the durable context block (authority
+contract plus the escaped data message holding the summary, delegations, skills and artifact
+references, rendered by `foldwise.durable`), and the messages. The answer also gives the window,
+the budget ceiling, the resolved trigger thresholds and whether the next call would compact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from langchain_core.messages import BaseMessage, SystemMessage
+
+from foldwise.durable import inject_durable_context, render_sections
+from foldwise.gateway._agents import HostedAgent
+from foldwise.gateway._deps import GatewayDep, ThreadIdDep, require_thread
+from foldwise.gateway._serde import JSONResponse
+from foldwise.tokens import get_counter
+
+__all__ = ["context_report", "router"]
+
+router = APIRouter(tags=["context"])
+
+
+def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Measure the next request of a thread whose state is `values`."""
+    middleware = hosted.summarization
+    counter = middleware.counter if middleware is not None else get_counter()
+    messages: list[BaseMessage] = [
+        m for m in values.get("messages") or [] if isinstance(m, BaseMessage)
+    ]
+    summary = values.get("summary_text") if isinstance(values.get("summary_text"), str) else None
+    system = (
+        counter.count_message(SystemMessage(hosted.system_prompt)) if hosted.system_prompt else 0
+    )
+    tools = counter.count_tools(hosted.bound_tools())
+    block, _system = inject_durable_context([], render_sections(values))
+    durable = sum(counter.count_message(m) for m in block)
+    summary_tokens = counter.count_text(summary) if summary else 0
+    message_tokens = counter.count_messages(messages, anchor=False)
+    static = system + tools + durable
+    request = counter.count_request(messages, static_tokens=static)
+    report: dict[str, Any] = {
+        "counter": counter.name,
+        "model_name": middleware.run_model_name if middleware is not None else None,
+        "message_count": len(messages),
+        "tokens": {
+            "system": system,
+            "tools": tools,
+            "durable_context": durable,
+            "summary": summary_tokens,
+            "messages": message_tokens,
+            "total": request.total,
+            "estimated_total": static + message_tokens,
+            "anchored": request.anchored,
+        },
+        "window": None,
+        "budget_limit": None,
+        "reserved_output_tokens": None,
+        "fraction_of_window": None,
+        "compaction_enabled": middleware is not None and middleware.enabled,
+        "triggers": [],
+        "keep": None,
+        "next_call": None,
+    }
+    if middleware is None:
+        return report
+    policy = middleware.policy
+    window = policy.context_window
+    report.update(
+        {
+            "window": window,
+            "budget_limit": policy.budget_limit,
+            "reserved_output_tokens": policy.reserved_output_tokens,
+            "fraction_of_window": round(request.total / window, 4) if window else None,
+            "triggers": [
+                {
+                    "type": t.kind,
+                    "value": t.source.value,
+                    "limit": t.limit,
+                    "description": t.describe(),
+                }
+                for t in policy.triggers
+            ],
+            "dropped_triggers": [c.model_dump() for c in policy.dropped_clauses],
+            "keep": policy.keep.model_dump(),
+            "min_gain_tokens": policy.min_gain_tokens,
+        }
+    )
+    if middleware.enabled:
+        # The summary is counted by the planner itself; the durable block minus it is static.
+        decision = middleware.compactor.decide(
+            messages, summary, static_tokens=max(0, static - summary_tokens)
+        )
+        plan = decision.plan
+        report["next_call"] = {
+            "compacts": plan is not None,
+            "trigger": plan.trigger if plan is not None else None,
+            "reason": plan.reason if plan is not None else None,
+            "skip_reason": decision.skip_reason.value if decision.skip_reason else None,
+            "detail": decision.detail,
+            "tokens": decision.tokens_before,
+        }
+    return report
+
+
+@router.get("/threads/{thread_id}/context")
+async def get_context(
+    gateway: GatewayDep,
+    thread_id: ThreadIdDep,
+    model_name: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+    assistant_id: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+) -> Response:
+    """Token usage of the thread's next request, split by part, with window and thresholds."""
+    record = await require_thread(gateway, thread_id)
+    hosted = gateway.agent_for(record, assistant_id=assistant_id, model_name=model_name)
+    snapshot = await hosted.graph.aget_state({"configurable": {"thread_id": thread_id}})
+    return JSONResponse({"thread_id": thread_id, **context_report(hosted, snapshot.values or {})})

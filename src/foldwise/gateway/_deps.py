@@ -1,0 +1,132 @@
+"""Shared request plumbing: the gateway's services, validated path ids, wire shapes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Path, Request
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from foldwise.config import FoldwiseConfig
+from foldwise.errors import ThreadNotFoundError
+from foldwise.gateway._agents import DEFAULT_ASSISTANT, AgentRegistry, HostedAgent
+from foldwise.gateway._leases import ThreadLeases
+from foldwise.gateway._manager import RunManager
+from foldwise.gateway._serde import jsonable
+from foldwise.gateway.storage import GatewayStorage, ThreadRecord, validate_thread_id
+
+__all__ = [
+    "Gateway",
+    "GatewayDep",
+    "ThreadIdDep",
+    "require_thread",
+    "state_json",
+    "thread_json",
+]
+
+
+@dataclass
+class Gateway:
+    """Everything a request handler needs, opened once by the app's lifespan."""
+
+    config: FoldwiseConfig
+    storage: GatewayStorage
+    checkpointer: BaseCheckpointSaver[Any]
+    agents: AgentRegistry
+    leases: ThreadLeases
+    runs: RunManager
+
+    def agent_for(
+        self,
+        thread: ThreadRecord,
+        *,
+        assistant_id: str | None = None,
+        model_name: str | None = None,
+    ) -> HostedAgent:
+        """The agent for a thread: the given assistant, else the one that last ran on it."""
+        if assistant_id is None:
+            remembered = thread.metadata.get("assistant_id")
+            known = self.agents.assistant_ids
+            assistant_id = remembered if remembered in known else DEFAULT_ASSISTANT
+        return self.agents.get(assistant_id, model_name)
+
+
+def _gateway(request: Request) -> Gateway:
+    gateway: Gateway = request.app.state.gateway
+    return gateway
+
+
+def _thread_id(
+    thread_id: Annotated[str, Path(description="A UUID or 1-128 characters A-Z a-z 0-9 _ -")],
+) -> str:
+    return validate_thread_id(thread_id)
+
+
+GatewayDep = Annotated[Gateway, Depends(_gateway)]
+ThreadIdDep = Annotated[str, Depends(_thread_id)]
+
+
+async def require_thread(gateway: Gateway, thread_id: str) -> ThreadRecord:
+    """The thread's record.
+
+    Raises:
+        ThreadNotFoundError: No such thread (404).
+    """
+    record = await gateway.storage.get_thread(thread_id)
+    if record is None:
+        raise ThreadNotFoundError(thread_id)
+    return record
+
+
+def thread_json(record: ThreadRecord, *, busy: bool, values: Any = None) -> dict[str, Any]:
+    """A thread as LangGraph Server returns it (`langgraph_sdk.schema.Thread`)."""
+    status = "busy" if busy else "error" if record.status == "error" else "idle"
+    return {
+        "thread_id": record.thread_id,
+        "created_at": record.created_at.isoformat(),
+        "updated_at": record.updated_at.isoformat(),
+        "metadata": record.metadata,
+        "status": status,
+        "values": jsonable(values) if values is not None else None,
+        "interrupts": {},
+    }
+
+
+def _checkpoint(config: Any) -> dict[str, Any] | None:
+    configurable = (config or {}).get("configurable") or {}
+    if not configurable.get("thread_id"):
+        return None
+    return {
+        "thread_id": configurable.get("thread_id"),
+        "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "checkpoint_id": configurable.get("checkpoint_id"),
+        "checkpoint_map": configurable.get("checkpoint_map"),
+    }
+
+
+def _task(task: Any) -> dict[str, Any]:
+    error = getattr(task, "error", None)
+    return {
+        "id": str(getattr(task, "id", "")),
+        "name": str(getattr(task, "name", "")),
+        "error": f"{type(error).__name__}: {error}" if error is not None else None,
+        "interrupts": jsonable(list(getattr(task, "interrupts", ()) or ())),
+        "checkpoint": None,
+        "state": None,
+        "result": jsonable(getattr(task, "result", None)),
+    }
+
+
+def state_json(snapshot: Any) -> dict[str, Any]:
+    """A LangGraph `StateSnapshot` as LangGraph Server returns it (`ThreadState`)."""
+    return {
+        "values": jsonable(snapshot.values or {}),
+        "next": list(snapshot.next or ()),
+        "checkpoint": _checkpoint(snapshot.config),
+        "metadata": jsonable(snapshot.metadata or {}),
+        "created_at": snapshot.created_at,
+        "parent_checkpoint": _checkpoint(snapshot.parent_config),
+        "tasks": [_task(t) for t in snapshot.tasks or ()],
+        "interrupts": jsonable(list(getattr(snapshot, "interrupts", ()) or ())),
+    }

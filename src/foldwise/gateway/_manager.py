@@ -1,0 +1,391 @@
+"""`RunManager`: runs and other thread writes, one at a time per thread, safely stoppable.
+
+A run executes as a background task owned by the manager, not by the HTTP request: a client
+that disconnects does not tear a thread in half, and shutdown can wait for runs or cancel them.
+Each run holds the thread's lease for its whole life (renewed while it streams) and, whatever
+happens, ends with its row finished (`success`, `error` or `interrupted`), the thread's status
+updated and the lease released. A cancelled run leaves the steps it completed; tool calls left
+without a result get an error result, so the next request never carries an orphaned call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+
+from foldwise.errors import FoldwiseError, StorageError
+from foldwise.gateway._agents import HostedAgent
+from foldwise.gateway._capture import TranscriptRecorder
+from foldwise.gateway._errors import (
+    GatewayClosingError,
+    LeaseLostError,
+    RequestFieldError,
+    RunFailedError,
+    RunInterruptedError,
+)
+from foldwise.gateway._leases import ThreadLeases
+from foldwise.gateway._messages import check_tool_results, interrupted_results
+from foldwise.gateway._serde import jsonable
+from foldwise.gateway.storage import GatewayStorage, RunStatus
+from foldwise.messages import analyze_tool_pairing, is_hidden
+
+__all__ = ["ActiveRun", "RunManager", "RunSpec"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_SUMMARIZER_TAGS = frozenset({"nostream", "foldwise:summarize"})
+_CLEANUP_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to run.
+
+    Attributes:
+        thread_id: The thread.
+        assistant_id: The assistant the client named.
+        model_name: The run model (`None`: the assistant's default).
+        hosted: The agent.
+        messages: Parsed input messages (with ids).
+        stream_modes: The stream modes the client asked for (empty for `/runs/wait`).
+        durability: LangGraph durability mode, if the client chose one.
+        recursion_limit: LangGraph recursion limit, if the client chose one.
+        metadata: Client metadata, stored with the run row.
+    """
+
+    thread_id: str
+    assistant_id: str
+    model_name: str | None
+    hosted: HostedAgent
+    messages: Sequence[BaseMessage]
+    stream_modes: Sequence[str] = ()
+    durability: str | None = None
+    recursion_limit: int | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(eq=False)
+class ActiveRun:
+    """A run in flight: its task, its event queue (when streamed) and its outcome."""
+
+    run_id: str
+    spec: RunSpec
+    recorder: TranscriptRecorder
+    inputs: list[BaseMessage]
+    queue: asyncio.Queue[tuple[str, Any] | None] | None = None
+    task: asyncio.Task[None] | None = None
+    status: RunStatus = "running"
+    error: BaseException | None = None
+    final_values: Any = None
+    lease_lost: bool = False
+
+    @property
+    def thread_id(self) -> str:
+        """The run's thread."""
+        return self.spec.thread_id
+
+    def publish(self, event: str, data: Any) -> None:
+        """Queue an event for the streaming client (no-op when nobody listens)."""
+        if self.queue is not None:
+            self.queue.put_nowait((event, jsonable(data)))
+
+    def detach(self) -> None:
+        """The client went away: stop queueing events."""
+        self.queue = None
+
+    def cancel(self) -> None:
+        """Stop the run; it ends `interrupted` with its completed steps kept."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    async def wait(self) -> None:
+        """Wait for the end of the run without cancelling it if the waiter is cancelled."""
+        assert self.task is not None
+        await asyncio.shield(self.task)
+
+    def outcome_error(self) -> FoldwiseError | None:
+        """The error to report for a finished run, if it did not succeed."""
+        if self.status == "success":
+            return None
+        if self.lease_lost:
+            return LeaseLostError(self.thread_id)
+        if self.status == "interrupted":
+            return RunInterruptedError(self.run_id)
+        if isinstance(self.error, FoldwiseError):
+            return self.error
+        return RunFailedError(self.run_id, self.error or RuntimeError("unknown error"))
+
+
+def _summarizer_chunk(metadata: Any) -> bool:
+    tags = metadata.get("tags") if isinstance(metadata, Mapping) else None
+    return isinstance(tags, list | tuple) and not _SUMMARIZER_TAGS.isdisjoint(tags)
+
+
+def _check_new_ids(messages: Sequence[BaseMessage], history: Sequence[BaseMessage]) -> None:
+    """Refuse input ids already in the thread.
+
+    LangGraph would overwrite that message in place (an AI tool call replaced by text would
+    orphan its results), and the transcript keeps only the first message of an id.
+    """
+    existing = {str(m.id) for m in history if m.id is not None}
+    for index, message in enumerate(messages):
+        if str(message.id) in existing:
+            raise RequestFieldError(
+                f"input.messages[{index}].id",
+                f"a message with id {message.id!r} is already in the thread; new messages need "
+                "new ids (or none)",
+            )
+
+
+class RunManager:
+    """Starts runs, guards other thread writes, and stops everything on shutdown.
+
+    Args:
+        storage: The gateway storage.
+        leases: Thread leases on that storage.
+    """
+
+    def __init__(self, storage: GatewayStorage, leases: ThreadLeases) -> None:
+        self.storage = storage
+        self.leases = leases
+        self._active: dict[str, ActiveRun] = {}
+        self._closing = False
+
+    @property
+    def active(self) -> Mapping[str, ActiveRun]:
+        """Runs in flight in this process, by run id."""
+        return self._active
+
+    # -- exclusive operations (compaction, deletion) -----------------------------------------
+
+    async def _reconcile(self, thread_id: str) -> None:
+        """Finish runs a crashed worker left `running` (we hold the lease, so they are dead)."""
+        for record in await self.storage.list_runs(thread_id, limit=20):
+            if record.status == "running" and record.run_id not in self._active:
+                await self.storage.finish_run(
+                    record.run_id, "interrupted", "the worker running it stopped (lease expired)"
+                )
+
+    @asynccontextmanager
+    async def exclusive(self, thread_id: str, kind: str) -> AsyncIterator[str]:
+        """Hold the thread's lease for an operation; yields its id (also its run id).
+
+        Raises:
+            BusyError: A run or another operation holds the thread (409).
+            GatewayClosingError: The gateway is shutting down (503).
+        """
+        if self._closing:
+            raise GatewayClosingError()
+        operation_id = str(uuid.uuid4())
+        await self.leases.acquire(thread_id, operation_id, kind)
+        try:
+            await self._reconcile(thread_id)
+            yield operation_id
+        finally:
+            await self.leases.release(thread_id, operation_id)
+
+    async def guarded(self, thread_id: str, operation_id: str, work: Awaitable[T]) -> T:
+        """Run `work` while renewing the lease; stop it if the lease is lost.
+
+        Raises:
+            LeaseLostError: Another worker took the thread over while `work` ran.
+        """
+        task = asyncio.ensure_future(work)
+        lost = False
+
+        def on_lost() -> None:
+            nonlocal lost
+            lost = True
+            task.cancel()
+
+        keeper = asyncio.create_task(self.leases.keep_alive(thread_id, operation_id, on_lost))
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if lost:
+                raise LeaseLostError(thread_id) from None
+            raise
+        finally:
+            keeper.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(asyncio.shield(task), _CLEANUP_SECONDS)
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def _run_config(self, run_id: str, spec: RunSpec) -> RunnableConfig:
+        config: RunnableConfig = {
+            "configurable": {"thread_id": spec.thread_id},
+            "run_id": uuid.UUID(run_id),
+            "metadata": {
+                "run_id": run_id,
+                "thread_id": spec.thread_id,
+                "assistant_id": spec.assistant_id,
+                "graph_id": spec.assistant_id,
+                "model_name": spec.model_name,
+            },
+        }
+        if spec.recursion_limit is not None:
+            config["recursion_limit"] = spec.recursion_limit
+        return config
+
+    async def start(self, spec: RunSpec, *, stream: bool) -> ActiveRun:
+        """Take the thread, record the input and start the run in the background.
+
+        Raises:
+            BusyError: A run or compaction holds the thread (409).
+            RequestFieldError: A tool result in the input answers no call (422).
+            GatewayClosingError: The gateway is shutting down (503).
+        """
+        if self._closing:
+            raise GatewayClosingError()
+        run_id = str(uuid.uuid4())
+        thread_id = spec.thread_id
+        await self.leases.acquire(thread_id, run_id, "run")
+        try:
+            await self._reconcile(thread_id)
+            config = self._run_config(run_id, spec)
+            snapshot = await spec.hosted.graph.aget_state(config)
+            values = dict(snapshot.values or {})
+            history = list(values.get("messages") or [])
+            _check_new_ids(spec.messages, history)
+            pending = [call_id for _, call_id in analyze_tool_pairing(history).pending_calls]
+            check_tool_results(spec.messages, pending)
+            inputs = [*interrupted_results(history, spec.messages), *spec.messages]
+            recorder = TranscriptRecorder.from_values(self.storage, thread_id, run_id, values)
+            await self.storage.create_run(
+                thread_id, run_id, spec.assistant_id, "run", metadata=dict(spec.metadata or {})
+            )
+            await self.storage.update_thread(
+                thread_id,
+                status="busy",
+                metadata={"assistant_id": spec.assistant_id, "graph_id": spec.assistant_id},
+            )
+            await recorder.messages(inputs)
+        except BaseException:
+            await self.leases.release(thread_id, run_id)
+            raise
+        run = ActiveRun(run_id, spec, recorder, inputs, queue=asyncio.Queue() if stream else None)
+        self._active[run_id] = run
+        run.task = asyncio.create_task(self._execute(run, config), name=f"foldwise-run-{run_id}")
+        return run
+
+    async def _execute(self, run: ActiveRun, config: RunnableConfig) -> None:
+        spec = run.spec
+
+        def on_lost() -> None:
+            run.lease_lost = True
+            run.cancel()
+
+        keeper = asyncio.create_task(self.leases.keep_alive(run.thread_id, run.run_id, on_lost))
+        requested = set(spec.stream_modes)
+        modes = ["values"]
+        if "updates" in requested:
+            modes.append("updates")
+        if "messages-tuple" in requested:
+            modes.append("messages")
+        if "custom" in requested:
+            modes.append("custom")
+        kwargs: dict[str, Any] = {"stream_mode": modes}
+        if spec.durability is not None:
+            kwargs["durability"] = spec.durability
+        status: RunStatus = "success"
+        try:
+            stream = spec.hosted.graph.astream({"messages": run.inputs}, config, **kwargs)
+            async for mode, chunk in stream:
+                if mode == "values":
+                    await run.recorder.values(chunk)
+                    run.final_values = chunk
+                    if "values" in requested:
+                        run.publish("values", chunk)
+                elif mode == "messages":
+                    message, metadata = chunk
+                    if _summarizer_chunk(metadata) or message.type == "remove":
+                        continue
+                    if not is_hidden(message):
+                        run.publish("messages", [message, metadata])
+                else:
+                    run.publish(mode, chunk)
+        except asyncio.CancelledError:
+            status = "error" if run.lease_lost else "interrupted"
+            logger.warning("run %s on thread %s stopped (%s)", run.run_id, run.thread_id, status)
+            if not run.lease_lost:
+                await self._repair(run, config)
+        except Exception as error:
+            status = "error"
+            run.error = error
+            logger.exception("run %s on thread %s failed", run.run_id, run.thread_id)
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            await self._finish(run, status)
+
+    async def _repair(self, run: ActiveRun, config: RunnableConfig) -> None:
+        """Give tool calls the cancelled run left open an error result (best effort)."""
+        try:
+            graph = run.spec.hosted.graph
+            snapshot = await graph.aget_state(config)
+            results = interrupted_results(list((snapshot.values or {}).get("messages") or []))
+            if results:
+                await graph.aupdate_state(config, {"messages": results}, as_node="tools")
+                await run.recorder.messages(results)
+        except Exception:
+            logger.exception(
+                "thread %s: could not close the tool calls of run %s", run.thread_id, run.run_id
+            )
+
+    async def _finish(self, run: ActiveRun, status: RunStatus) -> None:
+        run.status = status
+        error = run.outcome_error()
+        try:
+            await self.storage.finish_run(run.run_id, status, str(error) if error else None)
+            await self.storage.update_thread(
+                run.thread_id, status="error" if status == "error" else "idle"
+            )
+        except StorageError:
+            logger.exception(
+                "thread %s: could not record the end of run %s", run.thread_id, run.run_id
+            )
+        finally:
+            await self.leases.release(run.thread_id, run.run_id)
+            self._active.pop(run.run_id, None)
+            if error is not None:
+                run.publish("error", {"error": type(error).__name__, "message": str(error)})
+            run.publish("end", {"run_id": run.run_id, "status": status})
+            if run.queue is not None:
+                run.queue.put_nowait(None)
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    async def shutdown(self, grace_seconds: float) -> None:
+        """Refuse new work, let runs finish for `grace_seconds`, then cancel the rest.
+
+        Cancelled runs end `interrupted`: completed steps stay in the thread, open tool calls
+        get an error result, the lease is released.
+        """
+        self._closing = True
+        runs = list(self._active.values())
+        tasks = [r.task for r in runs if r.task is not None]
+        if not tasks:
+            return
+        logger.info("shutdown: waiting up to %.1fs for %d run(s)", grace_seconds, len(tasks))
+        _done, pending = await asyncio.wait(tasks, timeout=grace_seconds)
+        for run in runs:
+            if run.task in pending:
+                run.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=_CLEANUP_SECONDS)

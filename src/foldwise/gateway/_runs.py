@@ -1,0 +1,171 @@
+"""Run routes, LangGraph-Server shaped: `/runs/wait`, `/runs/stream` (SSE), run records.
+
+Both create a run on the thread (one at a time: a second gets 409 with `Retry-After`), record
+the input in the transcript, and execute the agent in the background. `/runs/wait` answers
+with the final state values; `/runs/stream` sends Server-Sent Events: `metadata` first, then
+one event per chunk of each requested mode (`values`, `updates`, `messages` for
+`messages-tuple`, `custom`), `error` if the run failed, and `end`. The summarizer's tokens never
+appear: its calls are tagged `nostream`, and chunks tagged `foldwise:summarize` are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import StreamingResponse
+
+from foldwise.errors import ThreadNotFoundError
+from foldwise.gateway._deps import Gateway, GatewayDep, ThreadIdDep, require_thread
+from foldwise.gateway._errors import RequestFieldError, RunNotFoundError
+from foldwise.gateway._manager import ActiveRun, RunSpec
+from foldwise.gateway._messages import check_values, parse_input_messages
+from foldwise.gateway._schemas import RunCreate
+from foldwise.gateway._serde import JSONResponse, sse_frame
+from foldwise.gateway.storage import RunRecord, ThreadExistsError, validate_run_id
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["runs"])
+
+SSE_HEARTBEAT_SECONDS = 10.0
+"""An SSE comment is sent when a run has been silent this long (keeps proxies from timing out)."""
+
+
+async def _start(gateway: Gateway, thread_id: str, body: RunCreate, *, stream: bool) -> ActiveRun:
+    body.check_supported()
+    modes = body.stream_modes()  # validated for /runs/wait too, where it is not used
+    if not stream:
+        modes = []
+    check_values(body.metadata, "metadata")
+    model_name, model_field = body.requested_model()
+    gateway.agents.resolve(body.assistant_id, model_name, field=model_field)
+    run_input = body.input
+    if run_input is None:
+        raise RequestFieldError("input", 'required: {"messages": [...]}')
+    extra = sorted(set(run_input) - {"messages"})
+    if extra:
+        raise RequestFieldError(
+            f"input.{extra[0]}", "only input.messages is accepted; other channels are the agent's"
+        )
+    messages = parse_input_messages(run_input.get("messages"))
+    record = await gateway.storage.get_thread(thread_id)
+    if record is None:
+        if body.if_not_exists != "create":
+            raise ThreadNotFoundError(thread_id)
+        with contextlib.suppress(ThreadExistsError):
+            await gateway.storage.create_thread(thread_id, {})
+    hosted = gateway.agents.get(body.assistant_id, model_name)
+    spec = RunSpec(
+        thread_id=thread_id,
+        assistant_id=body.assistant_id,
+        model_name=model_name,
+        hosted=hosted,
+        messages=messages,
+        stream_modes=modes,
+        durability=body.durability,
+        recursion_limit=body.recursion_limit(),
+        metadata=body.metadata,
+    )
+    return await gateway.runs.start(spec, stream=stream)
+
+
+def _location(run: ActiveRun) -> dict[str, str]:
+    return {"Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}"}
+
+
+@router.post("/threads/{thread_id}/runs/wait")
+async def wait_run(gateway: GatewayDep, thread_id: ThreadIdDep, body: RunCreate) -> Response:
+    """Run the agent on the thread and answer with the final state values.
+
+    A failed run answers with the error's status and `{detail}` naming the run.
+    """
+    run = await _start(gateway, thread_id, body, stream=False)
+    await run.wait()
+    error = run.outcome_error()
+    if error is not None:
+        raise error
+    return JSONResponse(run.final_values or {}, headers=_location(run))
+
+
+async def _events(run: ActiveRun, on_disconnect: str) -> AsyncIterator[bytes]:
+    queue = run.queue
+    assert queue is not None
+    finished = False
+    try:
+        yield sse_frame(
+            "metadata", {"run_id": run.run_id, "thread_id": run.thread_id, "attempt": 1}
+        )
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), SSE_HEARTBEAT_SECONDS)
+            except TimeoutError:
+                yield b": heartbeat\n\n"
+                continue
+            if item is None:
+                finished = True
+                return
+            yield sse_frame(*item)
+    finally:
+        if not finished:
+            run.detach()
+            if on_disconnect == "cancel":
+                run.cancel()
+
+
+@router.post("/threads/{thread_id}/runs/stream")
+async def stream_run(gateway: GatewayDep, thread_id: ThreadIdDep, body: RunCreate) -> Response:
+    """Run the agent on the thread and stream its progress as Server-Sent Events.
+
+    If the client disconnects the run continues (`on_disconnect: "continue"`, the default) or is
+    cancelled (`"cancel"`); either way the thread stays consistent.
+    """
+    run = await _start(gateway, thread_id, body, stream=True)
+    headers = {**_location(run), "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(
+        _events(run, body.on_disconnect or "continue"),
+        media_type="text/event-stream",
+        headers=headers,
+    )
+
+
+def _run_json(record: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": record.run_id,
+        "thread_id": record.thread_id,
+        "assistant_id": record.assistant_id,
+        "kind": record.kind,
+        "status": record.status,
+        "error": record.error,
+        "metadata": record.metadata,
+        "created_at": record.created_at.isoformat(),
+        "updated_at": record.updated_at.isoformat(),
+        "multitask_strategy": "reject",
+    }
+
+
+@router.get("/threads/{thread_id}/runs")
+async def list_runs(
+    gateway: GatewayDep,
+    thread_id: ThreadIdDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Response:
+    """The thread's runs and manual compactions, newest first."""
+    await require_thread(gateway, thread_id)
+    records = await gateway.storage.list_runs(thread_id, limit=limit, offset=offset)
+    return JSONResponse([_run_json(r) for r in records])
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}")
+async def get_run(gateway: GatewayDep, thread_id: ThreadIdDep, run_id: str) -> Response:
+    """One run of the thread."""
+    validate_run_id(run_id)
+    await require_thread(gateway, thread_id)
+    record = await gateway.storage.get_run(run_id)
+    if record is None or record.thread_id != thread_id:
+        raise RunNotFoundError(run_id)
+    return JSONResponse(_run_json(record))

@@ -1,0 +1,209 @@
+"""Request bodies, shaped like LangGraph Server's so the official SDK's calls validate.
+
+LangGraph-shaped bodies ignore unknown keys (the SDK adds options over time), but options that
+would change what a run does and that this gateway does not implement are refused with 422
+instead of being silently ignored. foldwise's own `/compact` body forbids unknown keys.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+
+from foldwise.config import ContextSize
+from foldwise.gateway._errors import RequestFieldError
+
+__all__ = [
+    "SUPPORTED_STREAM_MODES",
+    "CompactRequest",
+    "HistoryRequest",
+    "RunCreate",
+    "ThreadCreate",
+    "ThreadPatch",
+    "ThreadSearch",
+]
+
+SUPPORTED_STREAM_MODES = ("values", "updates", "messages-tuple", "custom")
+"""Stream modes of `POST /threads/{id}/runs/stream`."""
+
+_Json = dict[str, Any]
+_FILTER_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+class _LangGraphBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+def refuse_if_set(body: BaseModel, *names: str, why: str = "is not supported") -> None:
+    """Raise `RequestFieldError` for the first of `names` that the client set (not null)."""
+    for name in names:
+        value = getattr(body, name, None)
+        if value not in (None, False, [], {}, 0):
+            raise RequestFieldError(name, f"{why} by the foldwise gateway")
+
+
+class ThreadCreate(_LangGraphBody):
+    """`POST /threads`."""
+
+    thread_id: str | None = None
+    metadata: _Json | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
+    supersteps: list[Any] | None = None
+    ttl: Any = None
+
+
+class ThreadPatch(_LangGraphBody):
+    """`PATCH /threads/{id}`: shallow-merge metadata."""
+
+    metadata: _Json = Field(default_factory=dict)
+    ttl: Any = None
+
+
+class ThreadSearch(_LangGraphBody):
+    """`POST /threads/search`."""
+
+    metadata: _Json | None = None
+    values: _Json | None = None
+    ids: list[str] | None = Field(default=None, max_length=1000)
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+    sort_by: Literal["created_at", "updated_at"] | None = None
+    sort_order: Literal["desc"] | None = None
+
+
+class HistoryRequest(_LangGraphBody):
+    """`POST /threads/{id}/history`."""
+
+    limit: int = Field(default=10, ge=1, le=1000)
+    before: str | _Json | None = None
+    metadata: _Json | None = None
+    checkpoint: _Json | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _filter_keys(cls, value: _Json | None) -> _Json | None:
+        for key in value or {}:
+            if not _FILTER_KEY.fullmatch(key):
+                raise ValueError(
+                    f"invalid filter key {key[:40]!r}: use letters, digits, '_', '.' and '-'"
+                )
+        return value
+
+    def before_id(self) -> str | None:
+        """The checkpoint id of `before` (a string or a checkpoint object)."""
+        if isinstance(self.before, dict):
+            value = self.before.get("checkpoint_id")
+            if value is not None and not isinstance(value, str):
+                raise RequestFieldError("before.checkpoint_id", "must be a string")
+            return value
+        return self.before
+
+
+class RunCreate(_LangGraphBody):
+    """`POST /threads/{id}/runs/wait` and `/runs/stream`."""
+
+    assistant_id: str = Field(min_length=1, max_length=128)
+    input: _Json | None = None
+    command: _Json | None = None
+    config: _Json | None = None
+    context: _Json | None = None
+    metadata: _Json | None = None
+    model_name: str | None = Field(default=None, min_length=1, max_length=128)
+    stream_mode: str | list[str] = "values"
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False
+    interrupt_before: str | list[str] | None = None
+    interrupt_after: str | list[str] | None = None
+    webhook: str | None = None
+    checkpoint: _Json | None = None
+    checkpoint_id: str | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+    if_not_exists: Literal["reject", "create"] | None = None
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    after_seconds: float | None = None
+    durability: Literal["sync", "async", "exit"] | None = None
+
+    def check_supported(self) -> None:
+        """Refuse options that would change the run and are not implemented here."""
+        refuse_if_set(
+            self,
+            "command",
+            "interrupt_before",
+            "interrupt_after",
+            "webhook",
+            "checkpoint",
+            "checkpoint_id",
+            "after_seconds",
+        )
+        if self.multitask_strategy not in (None, "reject"):
+            raise RequestFieldError(
+                "multitask_strategy",
+                f"{self.multitask_strategy!r} is not supported: a thread runs one operation at "
+                "a time and a second one gets 409 (reject)",
+            )
+
+    def stream_modes(self) -> list[str]:
+        """The requested stream modes, validated."""
+        modes = [self.stream_mode] if isinstance(self.stream_mode, str) else self.stream_mode
+        for index, mode in enumerate(modes):
+            if mode not in SUPPORTED_STREAM_MODES:
+                where = (
+                    "stream_mode" if isinstance(self.stream_mode, str) else f"stream_mode[{index}]"
+                )
+                raise RequestFieldError(
+                    where,
+                    f"unsupported stream mode {mode!r}; use {', '.join(SUPPORTED_STREAM_MODES)}",
+                )
+        return list(dict.fromkeys(modes)) or ["values"]
+
+    def requested_model(self) -> tuple[str | None, str]:
+        """The run model asked for, and the field it came from."""
+        if self.model_name is not None:
+            return self.model_name, "model_name"
+        configurable = (self.config or {}).get("configurable") or {}
+        if not isinstance(configurable, dict):
+            raise RequestFieldError("config.configurable", "must be an object")
+        for source, where in (
+            (configurable, "config.configurable.model_name"),
+            (self.context or {}, "context.model_name"),
+        ):
+            value = source.get("model_name")
+            if value is not None:
+                if not isinstance(value, str) or not value:
+                    raise RequestFieldError(where, "must be a non-empty string")
+                return value, where
+        return None, "model_name"
+
+    def recursion_limit(self) -> int | None:
+        """`config.recursion_limit`, validated."""
+        value = (self.config or {}).get("recursion_limit")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+            raise RequestFieldError("config.recursion_limit", "must be an integer in 1..100000")
+        return value
+
+
+class CompactRequest(BaseModel):
+    """`POST /threads/{id}/compact`: foldwise's manual compaction (unknown keys are errors)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    force: StrictBool = True
+    """Compact even when no trigger fired."""
+    keep: ContextSize | None = None
+    """Retention for this call only (validated like `summarization.keep`)."""
+    model_name: str | None = Field(default=None, min_length=1, max_length=128)
+    """The run model the next request would use (a configured model name)."""
+    assistant_id: str | None = Field(default=None, min_length=1, max_length=128)
+    """The assistant whose agent compacts (default: the thread's)."""
+
+    @field_validator("keep", mode="before")
+    @classmethod
+    def _keep_object(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, dict | ContextSize):
+            raise ValueError('must be an object like {"type": "messages", "value": 10}')
+        return value

@@ -1,0 +1,69 @@
+"""`GET /threads/{id}/transcript`: every visible message ever exchanged, with compaction markers.
+
+The transcript is recorded while runs happen (input messages, then every new message of the
+streamed state), so messages that compaction later folded into the summary are still here, in
+order, with a `compaction` entry where each compaction happened. Hidden framework messages are
+never recorded. Pages go forward: pass the last `seq` you saw as `after_seq`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+
+from foldwise.gateway._deps import GatewayDep, ThreadIdDep, require_thread
+from foldwise.gateway._messages import message_from_record
+from foldwise.gateway._serde import JSONResponse
+from foldwise.gateway.storage import TranscriptEntry
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["transcript"])
+
+
+def _entry_json(entry: TranscriptEntry) -> dict[str, Any]:
+    message: dict[str, Any] | None
+    if entry.kind == "message":
+        message = message_from_record(entry.message)
+        if message is None:  # written by a newer or older format: show what is stored
+            message = entry.message
+    else:
+        message = entry.message
+    return {
+        "seq": entry.seq,
+        "kind": entry.kind,
+        "run_id": entry.run_id,
+        "message_id": entry.message_id,
+        "created_at": entry.created_at,
+        "message": message,
+    }
+
+
+@router.get("/threads/{thread_id}/transcript")
+async def get_transcript(
+    gateway: GatewayDep,
+    thread_id: ThreadIdDep,
+    after_seq: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Response:
+    """Transcript entries with `seq > after_seq`, oldest first, at most `limit`.
+
+    Returns `{thread_id, entries, next_after_seq, has_more}`; each entry has `seq`, `kind`
+    (`message` or `compaction`), `run_id`, `message_id`, `created_at` and `message` (a message
+    in the same shape as in the thread state, or the compaction's summary).
+    """
+    await require_thread(gateway, thread_id)
+    storage = gateway.storage
+    entries = await storage.list_transcript(thread_id, after_seq=after_seq, limit=limit)
+    has_more = bool(entries) and bool(
+        await storage.list_transcript(thread_id, after_seq=entries[-1].seq, limit=1)
+    )
+    return JSONResponse(
+        {
+            "thread_id": thread_id,
+            "entries": [_entry_json(e) for e in entries],
+            "next_after_seq": entries[-1].seq if entries else after_seq,
+            "has_more": has_more,
+        }
+    )
