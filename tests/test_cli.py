@@ -503,8 +503,67 @@ def test_check_renders_zero_limits_as_off_and_paths_literally(tmp_path: Path) ->
     assert "bodies ≤ 8 MiB" in out
 
 
-def test_bench_without_a_command_runs_every_benchmark(fake_bench: list[bool]) -> None:
+def test_bench_without_a_command_runs_the_whole_suite(monkeypatch: pytest.MonkeyPatch) -> None:
+    import foldwise.bench._suite as suite_module
+
+    calls: list[tuple[bool, object]] = []
+
+    def run_bench_suite(*, quick: bool = False, results_dir: object = None) -> FakeReport:
+        calls.append((quick, results_dir))
+        return FakeReport(quick)
+
+    monkeypatch.setattr(suite_module, "run_bench_suite", run_bench_suite)
     result = run("bench")
     assert result.exit_code == 0, result.output
-    assert fake_bench == [False]
+    assert calls == [(False, None)]
     assert "| english |" in result.stdout
+
+
+def test_offload_gc_reports_what_it_removed(tmp_path: Path) -> None:
+    from foldwise.offload import FilesystemArtifactStore
+
+    root = tmp_path / "artifacts"
+    store = FilesystemArtifactStore(str(root))
+    store.put("t1", "x" * 100, source="search", kind="tool")
+    config = tmp_path / "foldwise.yaml"
+    config.write_text(f"offload:\n  root: {root}\n  max_age_days: 0.000001\n", encoding="utf-8")
+    import time
+
+    time.sleep(0.2)
+    result = run("offload", "gc", "--config", str(config), "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["removed"]) == 1
+    assert not list(root.rglob("*.txt"))
+
+
+def test_replay_command_prints_the_comparison_and_writes_a_report(tmp_path: Path) -> None:
+    from foldwise.bench.sessions import session_messages
+    from foldwise.replay import dump_trace
+
+    trace = tmp_path / "session.jsonl"
+    trace.write_text(dump_trace(session_messages("coding_zh", quick=True)), encoding="utf-8")
+    report = tmp_path / "report.html"
+    result = run("replay", str(trace), "--peers", "langchain", "--report", str(report))
+    assert result.exit_code == 0, result.output
+    assert "foldwise" in result.stdout and "LangChain" in result.stdout
+    html = report.read_text(encoding="utf-8")
+    assert "<svg" in html and "http://" not in html and "https://" not in html
+    as_json = run("replay", str(trace), "--peers", "", "--json")
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout)
+
+
+def test_replay_names_the_bad_line(tmp_path: Path) -> None:
+    trace = tmp_path / "broken.jsonl"
+    trace.write_text('{"role": "user", "content": "hi"}\n{"role": \n', encoding="utf-8")
+    result = run("replay", str(trace))
+    assert result.exit_code == 2
+    assert "line 2" in result.stderr
+
+
+def test_demo_quick_writes_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "demo.html"
+    result = run("demo", "--quick", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "proposal_review" in result.stdout and "LangChain default" in result.stdout
+    assert out.is_file()
