@@ -105,8 +105,11 @@ async def test_context_splits_the_next_request_and_shows_thresholds(tmp_path: Pa
         assert compact.json()["compacted"] is True
         after = (await c.get("/threads/ctx/context")).json()
         state = (await c.get("/threads/ctx/state")).json()["values"]
+        # The summary and the archive of the compacted span (searchable, verbatim).
+        assert [o["kind"] for o in state["offloads"]] == ["archive"]
         block, _ = inject_durable_context(
-            [], render_sections({"summary_text": state["summary_text"]})
+            [],
+            render_sections({"summary_text": state["summary_text"], "offloads": state["offloads"]}),
         )
         expected = sum(counter.count_message(m) for m in block)
         assert after["tokens"]["durable_context"] == expected > 0

@@ -196,3 +196,61 @@ def test_user_input_over_the_preservation_budget_is_stored_not_paraphrased(tmp_p
     for spec in specs:
         assert spec in request or spec in stored, "user input must be verbatim or recoverable"
     assert {r["artifact_id"] for r in state["offloads"]} >= set(receipt["offloaded_ids"])
+
+
+def test_compacted_span_is_archived_verbatim_and_searchable(tmp_path: Any) -> None:
+    from foldwise.offload import FilesystemArtifactStore
+
+    model = ScriptedChatModel(default="ok " * 50)
+    config = parse_config(
+        {
+            "summarization": {
+                "trigger": {"type": "messages", "value": 6},
+                "keep": {"type": "messages", "value": 2},
+                "min_gain_tokens": 0,
+                "model_name": "extractive",
+            },
+            "offload": {"root": str(tmp_path / "artifacts")},
+        }
+    )
+    agent = foldwise.create_agent(config, model=model, checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("note: the vault code is ZX-4471")]}, THREAD)
+    model.default = "The vault code ZX-4471 unlocks the archive room. " + "ok " * 50
+    for i in range(4):
+        agent.invoke({"messages": [HumanMessage(f"step {i}")]}, THREAD)
+    state = agent.get_state(THREAD).values
+    receipt = state["compactions"][0]
+    assert receipt["archive_id"]
+    assert any(o["artifact_id"] == receipt["archive_id"] for o in state["offloads"])
+    store = FilesystemArtifactStore(str(tmp_path / "artifacts"))
+    found = store.search("scenario", receipt["archive_id"], "unlocks the archive room")
+    assert found.matches, "an assistant turn removed by compaction is searchable verbatim"
+    last = "\n".join(str(m.content) for m in model.requests[-1].messages)
+    assert receipt["archive_id"] in last  # the model is told the archive exists
+
+
+def test_archive_failure_does_not_block_compaction(tmp_path: Any) -> None:
+    model = ScriptedChatModel(default="ok " * 50)
+    config = parse_config(
+        {
+            "summarization": {
+                "trigger": {"type": "messages", "value": 6},
+                "keep": {"type": "messages", "value": 2},
+                "min_gain_tokens": 0,
+            },
+            "offload": {"root": str(tmp_path / "artifacts")},
+        }
+    )
+    agent = foldwise.create_agent(config, model=model, checkpointer=InMemorySaver())
+    middleware = foldwise.agent.find_summarization(agent)
+    assert middleware is not None and middleware.offload is not None
+
+    class BrokenStore:
+        def put(self, *args: Any, **kwargs: Any) -> Any:
+            raise OSError("disk full")
+
+    middleware.offload.store = BrokenStore()  # type: ignore[assignment]
+    for i in range(4):
+        agent.invoke({"messages": [HumanMessage(f"step {i}")]}, THREAD)
+    receipt = agent.get_state(THREAD).values["compactions"][0]
+    assert receipt["archive_id"] is None

@@ -38,6 +38,9 @@ __all__ = ["CompactionOutcome", "Compactor", "SummarizationEvent"]
 
 logger = logging.getLogger(__name__)
 
+Archiver = Callable[[Sequence[BaseMessage], "str | None"], "dict[str, Any] | None"]
+"""Stores the messages a compaction removes verbatim; returns the artifact reference."""
+
 Offloader = Callable[[BaseMessage, "str | None"], "tuple[BaseMessage, dict[str, Any]] | None"]
 """Stores a message verbatim; returns its preview replacement (same id) and the reference."""
 
@@ -118,6 +121,8 @@ class Compactor:
         hooks: `before_summarization` callbacks; errors are logged, never fatal.
         observers: Called with each committed receipt.
         offloader: Stores over-budget preserved user messages verbatim (optional).
+        archiver: Stores the removed span verbatim so details the summary drops stay
+            searchable (optional).
     """
 
     policy: CompactionPolicy
@@ -131,6 +136,7 @@ class Compactor:
     hooks: Sequence[Callable[[SummarizationEvent], None]] = ()
     observers: Sequence[Callable[[CompactionReceipt], None]] = ()
     offloader: Offloader | None = None
+    archiver: Archiver | None = None
     _failures: LRUDict[str, int] = field(default_factory=LRUDict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -209,6 +215,9 @@ class Compactor:
                 )
         preserved, refs = self._offload_overflow(plan, thread_id)
         offloaded = [str(ref.get("artifact_id")) for ref in refs]
+        archive = self._archive(plan, thread_id)
+        if archive is not None:
+            refs.append(archive)
         # Estimated afresh: the usage anchor behind tokens_before does not survive the removal.
         after = (
             static_tokens
@@ -233,6 +242,7 @@ class Compactor:
             attempts=list(result.attempts),
             duration_ms=(time.perf_counter() - started) * 1000,
             offloaded_ids=offloaded,
+            archive_id=str(archive["artifact_id"]) if archive else None,
         )
         logger.info("%s", receipt.log_line())
         for observer in self.observers:
@@ -243,6 +253,15 @@ class Compactor:
         return CompactionOutcome(
             decision, plan, result.text, receipt, tuple(preserved), offload_refs=tuple(refs)
         )
+
+    def _archive(self, plan: CompactionPlan, thread_id: str | None) -> dict[str, Any] | None:
+        if self.archiver is None:
+            return None
+        try:
+            return self.archiver(plan.to_summarize, thread_id)
+        except Exception:
+            logger.exception("archiving compacted messages failed (thread %s)", thread_id)
+            return None
 
     def _offload_overflow(
         self, plan: CompactionPlan, thread_id: str | None

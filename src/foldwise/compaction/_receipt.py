@@ -72,6 +72,8 @@ class CompactionReceipt(BaseModel):
     """Wall time of the whole compaction."""
     offloaded_ids: list[str] = Field(default_factory=list)
     """Artifacts written during this compaction (verbatim user input over budget)."""
+    archive_id: str | None = None
+    """The artifact holding the removed messages verbatim, when archiving is on."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (for state channels, storage and HTTP)."""

@@ -269,6 +269,8 @@ class OffloadConfig(_Strict):
     """Tools whose results are never offloaded."""
     root: str = ".foldwise/artifacts"
     """Filesystem store root; one folder per thread below it."""
+    archive_compacted: bool = True
+    """Store each compacted span verbatim as an artifact the model can read and search."""
     preview_chars: int = Field(default=4000, ge=200)
     """Size of the head-and-tail preview left in the context."""
     max_bytes_per_thread: int = Field(default=256 * 1024 * 1024, gt=0)

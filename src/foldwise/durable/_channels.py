@@ -79,8 +79,14 @@ def render_offloads(entries: Sequence[Mapping[str, Any]]) -> str:
     ]
     for entry in reversed(entries):
         preview = " ".join(str(entry.get("preview") or "").split())[:120]
+        origin = (
+            "messages removed by a compaction (verbatim transcript; search it for details the "
+            "summary left out)"
+            if entry.get("kind") == "archive"
+            else f"from {entry.get('source')}"
+        )
         line = (
-            f"- {entry.get('artifact_id')}: from {entry.get('source')}, "
+            f"- {entry.get('artifact_id')}: {origin}, "
             f"{int(entry.get('chars') or 0):,} chars (~{int(entry.get('tokens') or 0):,} tokens)"
         )
         if preview:

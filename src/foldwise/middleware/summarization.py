@@ -174,6 +174,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             hooks=list(hooks),
             observers=list(observers),
             offloader=offload.offload_user_message if offload is not None else None,
+            archiver=offload.archive_messages if offload is not None else None,
         )
         self.max_compactions_per_run = settings.max_compactions_per_run
         self._initial_static = static_tokens

@@ -98,6 +98,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         store: ArtifactStore | BaseStore | None = None,
         root: str = ".foldwise/artifacts",
         enabled: bool = True,
+        archive_compacted: bool = True,
         tool_token_limit: int = 5000,
         human_token_limit: int = 50000,
         exempt_tools: Sequence[str] = DEFAULT_EXEMPT_TOOLS,
@@ -115,6 +116,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             root, max_bytes_per_thread=max_bytes_per_thread
         )
         self.enabled = enabled
+        self.archive_compacted = archive_compacted
         self.tool_token_limit = tool_token_limit
         self.human_token_limit = human_token_limit
         self.exempt_tools = frozenset(exempt_tools)
@@ -136,6 +138,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             store=store,
             root=offload.root,
             enabled=offload.enabled,
+            archive_compacted=offload.archive_compacted,
             tool_token_limit=offload.tool_token_limit,
             human_token_limit=offload.human_token_limit,
             exempt_tools=offload.exempt_tools,
@@ -393,3 +396,29 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             flag_value=ref.to_dict(),
         )
         return replacement, ref.to_dict()
+
+    def archive_messages(
+        self, messages: Sequence[BaseMessage], thread_id: str | None
+    ) -> dict[str, Any] | None:
+        """Store messages removed by a compaction verbatim, as one searchable transcript.
+
+        The summary is lossy; the archive is not: the model can `search_offloaded` it for a
+        detail the summary dropped. Returns the reference, or `None` when archiving is off or
+        the store fails (the compaction goes ahead either way).
+        """
+        if not self.enabled or not self.archive_compacted or not messages:
+            return None
+        from foldwise.compaction._transcript import render_transcript
+
+        text = render_transcript(messages)
+        if not text.strip():
+            return None
+        thread = thread_id or "default"
+        try:
+            ref = self.store.put(thread, text, source="compaction", kind="archive")
+        except Exception as exc:  # the summary still lands; only the archive is missing
+            logger.error(
+                "offload: archiving compacted messages failed in thread %s: %s", thread, exc
+            )
+            return None
+        return ref.to_dict()

@@ -18,7 +18,7 @@ __all__ = [
     "SearchMatch",
 ]
 
-ArtifactKind = Literal["tool", "human"]
+ArtifactKind = Literal["tool", "human", "archive"]
 
 
 class ArtifactRef(BaseModel):
@@ -27,8 +27,8 @@ class ArtifactRef(BaseModel):
     Attributes:
         artifact_id: `art_` + 24 hex digits, generated from the thread and the content.
         thread_id: The owning thread, as the caller named it.
-        source: The tool name, or `"human"` for pasted user input.
-        kind: `"tool"` or `"human"`.
+        source: The tool name, `"human"` for pasted user input, `"compaction"` for an archive.
+        kind: `"tool"`, `"human"`, or `"archive"` (messages removed by a compaction).
         chars: Length of the text in characters (code points).
         tokens: Estimated tokens (`foldwise.tokens.estimate_tokens`).
         size_bytes: UTF-8 size of the text; what quotas count.

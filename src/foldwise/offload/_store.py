@@ -131,8 +131,8 @@ class BaseArtifactStore(abc.ABC):
         key = thread_key(thread_id)
         if not isinstance(content, str):
             raise TypeError("content must be a str")
-        if kind not in ("tool", "human"):
-            raise ValueError(f"kind must be 'tool' or 'human', got {kind!r}")
+        if kind not in ("tool", "human", "archive"):
+            raise ValueError(f"kind must be 'tool', 'human' or 'archive', got {kind!r}")
         artifact_id = make_artifact_id(thread_id, content)
         raw = content.encode("utf-8", "surrogatepass")
         if self.max_bytes_per_thread is not None and len(raw) > self.max_bytes_per_thread:
