@@ -459,3 +459,25 @@ def test_per_thread_bookkeeping_is_bounded_and_receipts_carry_the_run_id() -> No
         config = {**THREAD, "run_id": run_id, "metadata": {"run_id": str(run_id)}}
         agent.invoke({"messages": [HumanMessage(f"q{i}")]}, config)
     assert agent.get_state(THREAD).values["compactions"][-1]["run_id"] == str(run_id)
+
+
+def test_offline_summarizer_reads_the_whole_span_despite_the_trim_budget() -> None:
+    from langgraph.runtime import Runtime
+
+    history: list[BaseMessage] = [HumanMessage("start the audit", id="h0")]
+    for i in range(30):
+        text = f"step {i}: " + "routine log line without anything special. " * 40
+        if i == 12:
+            text = "step 12: wrote the report to /srv/audit/final-report-7731.md. " + text
+        history.append(AIMessage(text, id=f"a{i}"))
+    history.append(HumanMessage("continue", id="h1"))
+    config = cfg(
+        trigger={"type": "messages", "value": 10},
+        keep={"type": "messages", "value": 2},
+        trim_tokens_to_summarize=800,
+        model_name="extractive",
+    )
+    middleware = foldwise.SummarizationMiddleware(config=config, model=ScriptedChatModel())
+    update = middleware.before_model({"messages": history}, Runtime(context=None))  # type: ignore[arg-type]
+    assert update is not None
+    assert "/srv/audit/final-report-7731.md" in update["summary_text"]

@@ -24,11 +24,13 @@ from foldwise.compaction._prompt import build_summary_prompt
 from foldwise.compaction._receipt import CompactionReceipt
 from foldwise.compaction._summarize import (
     ModelResolver,
+    PromptFor,
     SummaryResult,
     agenerate_summary,
     candidate_names,
     generate_summary,
 )
+from foldwise.config import BUILTIN_EXTRACTIVE
 from foldwise.errors import SummaryGenerationError
 
 if TYPE_CHECKING:
@@ -97,7 +99,7 @@ class _Job:
 
     decision: CompactionDecision
     plan: CompactionPlan
-    prompt: str
+    prompt: PromptFor
     replaced: int
     started: float
     names: list[str]
@@ -171,18 +173,33 @@ class Compactor:
 
     def _prompt(
         self, plan: CompactionPlan, summary_text: str | None, policy: CompactionPolicy
-    ) -> tuple[str, int]:
-        prompt = build_summary_prompt(
-            plan.summary_input,
-            summary_text,
-            trim_tokens=policy.trim_tokens_to_summarize,
-            counter=self.counter,
-            template=policy.summary_prompt,
-        )
+    ) -> tuple[PromptFor, int]:
+        def build(trim: int | None) -> str:
+            prompt = build_summary_prompt(
+                plan.summary_input,
+                summary_text,
+                trim_tokens=trim,
+                counter=self.counter,
+                template=policy.summary_prompt,
+            )
+            return prompt or ""
+
+        trimmed = build(policy.trim_tokens_to_summarize)
+        untrimmed: list[str] = []
+
+        def prompt_for(name: str) -> str:
+            # The offline summarizer has no input window: it reads the whole span, so a fact
+            # never falls out of the summary just because the model-sized input was trimmed.
+            if name != BUILTIN_EXTRACTIVE or policy.trim_tokens_to_summarize is None:
+                return trimmed
+            if not untrimmed:
+                untrimmed.append(build(None))
+            return untrimmed[0]
+
         replaced = sum(self.counter.count_message(m) for m in plan.to_summarize)
         if summary_text:
             replaced += self.counter.count_text(summary_text)
-        return prompt or "", replaced
+        return prompt_for, replaced
 
     def _record(self, thread_id: str | None, ok: bool) -> None:
         with self._lock:

@@ -33,6 +33,8 @@ SUMMARIZE_TAGS = ["nostream", "foldwise:summarize"]
 _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="foldwise-sum")
 
 ModelResolver = Callable[[str], BaseChatModel]
+PromptFor = Callable[[str], str]
+"""The prompt for a candidate name (the offline summarizer may read an untrimmed one)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def _prepare(model: BaseChatModel, prompt: str) -> tuple[object, list[BaseMessag
 
 
 def generate_summary(
-    prompt: str,
+    prompt: str | PromptFor,
     names: Sequence[str],
     resolve: ModelResolver,
     *,
@@ -110,7 +112,7 @@ def generate_summary(
         started = time.perf_counter()
         try:
             model = resolve(name)
-            runnable, request = _prepare(model, prompt)
+            runnable, request = _prepare(model, prompt if isinstance(prompt, str) else prompt(name))
             # Run in the caller's context so the graph's callbacks (tracing, streaming filter
             # on the `nostream` tag) still see the call; the thread only enforces the timeout.
             context = contextvars.copy_context()
@@ -131,7 +133,7 @@ def generate_summary(
 
 
 async def agenerate_summary(
-    prompt: str,
+    prompt: str | PromptFor,
     names: Sequence[str],
     resolve: ModelResolver,
     *,
@@ -145,7 +147,7 @@ async def agenerate_summary(
         started = time.perf_counter()
         try:
             model = resolve(name)
-            runnable, request = _prepare(model, prompt)
+            runnable, request = _prepare(model, prompt if isinstance(prompt, str) else prompt(name))
             response = await asyncio.wait_for(
                 runnable.ainvoke(request),  # type: ignore[attr-defined]
                 timeout=timeout,
