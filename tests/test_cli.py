@@ -567,3 +567,11 @@ def test_demo_quick_writes_the_report(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "proposal_review" in result.stdout and "LangChain default" in result.stdout
     assert out.is_file()
+
+
+def test_bench_offload_shows_zero_compactions_with_offload_on() -> None:
+    result = run("bench", "offload", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["on"]["compactions"] == 0 < data["off"]["compactions"]
+    assert data["total_ratio_on_over_off"] < 0.75

@@ -114,6 +114,22 @@ def decision(
     _print_report(report, as_json=as_json, out=None)
 
 
+@bench_app.command("offload")
+def offload(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+) -> None:
+    """The big-corpus research session through foldwise with offload off and on.
+
+    Prints real compactions, peak and total prompt tokens and provider refusals for each: the
+    offload tier alone makes the difference.
+    """
+    from foldwise.bench._offload_ab import run_offload_ab
+
+    with fail_on_errors():
+        report = run_offload_ab()
+    _print_report(report, as_json=as_json, out=None)
+
+
 @bench_app.callback(invoke_without_command=True)
 def _all(ctx: typer.Context) -> None:
     """Run foldwise's benchmarks; without a command, the whole suite (full size, Markdown)."""
