@@ -273,6 +273,30 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
 
     # -- manual compaction ------------------------------------------------------------------
 
+    def _manual(
+        self,
+        state: FoldwiseState,
+        thread_id: str | None,
+        force: bool,
+        policy: CompactionPolicy | None,
+        model_name: str | None,
+    ) -> dict[str, Any]:
+        if not self.enabled:
+            raise CompactionDisabledError("compaction is disabled (summarization.enabled: false)")
+        messages = list(state.get("messages") or [])
+        ensure_message_ids(messages)
+        return {
+            "messages": messages,
+            "summary_text": state.get("summary_text"),
+            "force": force,
+            "policy": policy,
+            "static_tokens": self._static.get(thread_id or "", self._initial_static),
+            "thread_id": thread_id,
+            "model_name": model_name,
+            "manual": True,
+            "raise_on_failure": True,
+        }
+
     def compact_state(
         self,
         state: FoldwiseState,
@@ -283,21 +307,8 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         model_name: str | None = None,
     ) -> CompactionOutcome:
         """Manual compaction of a state snapshot; raises `SummaryGenerationError` on failure."""
-        if not self.enabled:
-            raise CompactionDisabledError("compaction is disabled (summarization.enabled: false)")
-        messages = list(state.get("messages") or [])
-        ensure_message_ids(messages)
-        return self.compactor.compact(
-            messages,
-            state.get("summary_text"),
-            force=force,
-            policy=policy,
-            static_tokens=self._static.get(thread_id or "", self._initial_static),
-            thread_id=thread_id,
-            model_name=model_name,
-            manual=True,
-            raise_on_failure=True,
-        )
+        kwargs = self._manual(state, thread_id, force, policy, model_name)
+        return self.compactor.compact(**kwargs)
 
     async def acompact_state(
         self,
@@ -309,21 +320,8 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         model_name: str | None = None,
     ) -> CompactionOutcome:
         """Async twin of `compact_state`."""
-        if not self.enabled:
-            raise CompactionDisabledError("compaction is disabled (summarization.enabled: false)")
-        messages = list(state.get("messages") or [])
-        ensure_message_ids(messages)
-        return await self.compactor.acompact(
-            messages,
-            state.get("summary_text"),
-            force=force,
-            policy=policy,
-            static_tokens=self._static.get(thread_id or "", self._initial_static),
-            thread_id=thread_id,
-            model_name=model_name,
-            manual=True,
-            raise_on_failure=True,
-        )
+        kwargs = self._manual(state, thread_id, force, policy, model_name)
+        return await self.compactor.acompact(**kwargs)
 
     # -- the request itself (every model call) ----------------------------------------------
 
