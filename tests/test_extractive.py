@@ -140,7 +140,9 @@ def test_english_session_has_every_section_with_the_planted_facts() -> None:
     artifacts = parts[EN["artifacts"]]
     assert "`BILL-482`" in artifacts
     assert "`BillingClient`" in artifacts
-    assert "tests/billing/test_client.py" in artifacts
+    # Shown once: the FAILED line quotes the test file, so the artifact list does not repeat it.
+    assert "FAILED tests/billing/test_client.py::test_charge" in parts[EN["errors"]]
+    assert "tests/billing/test_client.py" not in artifacts
     whole = parts[EN["intent"]] + artifacts
     assert "services/billing/client.py" in whole
     assert "https://wiki.example.com/billing/httpx-migration" in whole

@@ -1,11 +1,13 @@
 r"""Cue patterns for constraints, decisions, plans, errors and artifacts.
 
-They decide which sentences state constraints, decisions or plans, which lines are errors, and
-which tokens are artifacts (paths, URLs, identifiers). Every pattern is scanned once over its
-text with no nested unbounded repetition that can backtrack across a long run, so cost stays
-linear in the transcript size. Artifact patterns use ASCII classes with explicit look-arounds
-instead of `\b`, because in Unicode mode `\b` sees no boundary between a Chinese character and a
-Latin one (`在src/app.py里`).
+They decide which sentences state constraints, decisions or plans, which lines are errors (and
+how much each one looks like a real error rather than prose that mentions one), and which
+tokens are artifacts (paths, URLs, identifiers). Every pattern is scanned once over its text
+with no nested unbounded repetition that can backtrack across a long run, so cost stays linear
+in the transcript size. Artifact patterns use ASCII classes with explicit look-arounds instead
+of `\b`, because in Unicode mode `\b` sees no boundary between a Chinese character and a Latin
+one (`在src/app.py里`); letters of other scripts are allowed inside a path only where they
+cannot be prose around it (see `_ARTIFACT_RE`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ __all__ = [
     "NEXT_RE",
     "PROSE_ERROR_RE",
     "REASON_START_RE",
+    "STRONG_PLAN_RE",
+    "error_tier",
     "find_artifacts",
+    "may_state_plan",
     "one_line",
     "split_sentences",
 ]
@@ -58,9 +63,29 @@ REASON_START_RE = re.compile(
 NEXT_RE = re.compile(
     r"\b(?:next|then|plan|planning|todo|to-do|will|(?:i|we)" + _APOS + r"ll|going\s+to"
     r"|remaining|still\s+need|need\s+to|after\s+that|afterwards|follow[- ]up|let\s+me)\b"
-    r"|接下来|然后|下一步|之后|计划|待办|还需要|还要|将会|准备|稍后|我会|我将|随后",
+    r"|接下来|然后|下一步|之后|计划|待办|还需要|还要|将会|准备|稍后|我会|我将|随后|后续",
     _I,
 )
+
+STRONG_PLAN_RE = re.compile(
+    r"\bnext\s+steps?\b|^next\b|\bnext\s*[:,]|\bnext,?\s+(?:i|we)\b"
+    r"|\bplan(?:ned|s)?\s*(?:is|are|:|to)\b|\b(?:todo|to-do)\b|\bstill\s+need\b"
+    r"|\bremaining\s+(?:steps?|work|tasks?)\b|\bfollow[- ]ups?\b"
+    r"|接下来|下一步|计划|待办|还需要|后续",
+    _I,
+)
+"""An explicit plan ("Next step: …", "下一步：…"), as opposed to a passing "I'll" or "then"."""
+_STRONG_PLAN_WORDS = ("next", "plan", "todo", "to-do", "still", "remaining", "follow")
+_STRONG_PLAN_CJK = ("接下来", "下一步", "计划", "待办", "还需要", "后续")
+
+
+def may_state_plan(text: str) -> bool:
+    """A cheap test: `False` means `text` has no explicit plan (`STRONG_PLAN_RE` cannot match)."""
+    if any(word in text for word in _STRONG_PLAN_CJK):
+        return True
+    lowered = text.lower()
+    return any(word in lowered for word in _STRONG_PLAN_WORDS)
+
 
 ERROR_RE = re.compile(
     r"(?<![A-Za-z0-9_])[A-Za-z0-9_]*(?:Error|Exception|Timeout)(?![A-Za-z0-9_])"
@@ -75,6 +100,37 @@ PROSE_ERROR_RE = re.compile(
     r"|(?i:\berror:)|错误|失败|报错|崩溃"
 )
 """Error cues in the assistant's prose, where a bare `ConfigError` is a name, not an error."""
+
+_EXPLICIT_ERROR_RE = re.compile(
+    r"(?i:error|fatal|panic)(?:\[[A-Za-z0-9_-]{1,20}\])?\s*:|Exception\s*:|[a-z]Timeout\s*:|Traceback"
+    r"|(?<![A-Za-z0-9_])(?:ERR(?:OR|!)?|FATAL|FAIL(?:ED)?|CRITICAL|PANIC)(?![A-Za-z0-9_])"
+    r"|(?:错误|失败|异常|报错)\s*[:：]"
+)
+"""An error report anywhere in a line: an exception with its message, a log level, a verdict."""
+_EXPLICIT_START_RE = re.compile(
+    r"(?:E\s+)?[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception)(?![A-Za-z0-9_])"
+    r"|[\[【(（]\s*(?:错误|失败|异常|报错)\s*[\]】)）]"
+)
+"""An error report by its first word: `ValueError`, `E   KeyError`, `【错误】`."""
+_PROSE_LINE_RE = re.compile(r"[。！？]|[.!?]\s+\S")
+
+
+def error_tier(line: str, *, prose: bool = False) -> int:
+    """Rank an error line: 0 an explicit error report, 1 a plain mention, 2 prose about errors.
+
+    Args:
+        line: One line that matched an error cue (already clipped to what is shown).
+        prose: The line comes from the assistant's own text, not from tool output; its
+            explicit errors rank 1 and everything else 2.
+    """
+    line = line.strip()
+    explicit = bool(_EXPLICIT_START_RE.match(line) or _EXPLICIT_ERROR_RE.search(line))
+    if prose:
+        return 1 if explicit else 2
+    if explicit:
+        return 0
+    return 2 if len(line) > 120 or _PROSE_LINE_RE.search(line) else 1
+
 
 # ASCII sentence ends need whitespace after them (so `app.py` is not split); CJK ones do not.
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
@@ -103,7 +159,27 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-_P = r"[A-Za-z0-9_.@+\-]"  # one path character (ASCII only, see the module docstring)
+# Path characters: ASCII ones plus the letters of alphabets written with spaces between words
+# (Latin, Greek, Cyrillic), which cannot run into the prose around a path.
+_ALPHABETS = r"\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u024F\u0370-\u03FF\u0400-\u04FF"
+_P = r"[A-Za-z0-9_.@+\-" + _ALPHABETS + "]"
+# Scripts written without spaces (kana, Han, Hangul): inside a path only where no prose can
+# stick to it (see `_PATH_START` and `_LAST`).
+_CJK = r"\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uAC00-\uD7AF\uF900-\uFAFF"
+_U = "[" + _CJK + "]"
+_PU = r"[A-Za-z0-9_.@+\-" + _ALPHABETS + _CJK + "]"
+_DIR = _PU + "+/"
+# A path starts with a segment of path characters, or after `/`, `~/`, `./`; or with a CJK
+# letter only at a line start or after a blank, a quote, a bracket or punctuation, and then
+# without Latin letters glued to it (`修改src/` is prose before the path `src/`).
+_PATH_START = (
+    r"(?:(?:~|\.{1,2})?/" + _DIR + r"|(?:~|\.{1,2})?" + _P + r"+/"
+    r"|" + _U + r"(?<![^\s\"'(\[{<=:,;，。：；、（「『【《]" + _U + ")[" + _CJK + r"0-9]*"
+    r"(?:[_.@+\-]" + _PU + r"*)?/)"
+)
+# The last segment ends on a run of path characters (`中文.py`), so prose right after a path
+# (`api.py里`) stays out; its runs alternate between two disjoint classes, so no backtracking.
+_LAST = _P + r"*(?:" + _U + r"+" + _P + r"+)*"
 _EXTENSIONS = (
     "py|pyi|ipynb|js|mjs|cjs|ts|tsx|jsx|vue|svelte|md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg"
     "|conf|env|lock|csv|tsv|sql|db|sqlite|sh|bash|zsh|ps1|go|rs|java|kt|scala|c|h|cc|cpp|hpp"
@@ -112,15 +188,18 @@ _EXTENSIONS = (
 )
 # One shared look-behind up front: inside a word it fails at once, so the alternatives are only
 # tried where a token starts (that keeps a megabyte of tool output in the tens of milliseconds).
+# The look-behind holds every path character (accented letters too: a path attempt inside a run
+# of them would rescan the run at each position), and no artifact starts between two CJK
+# letters, so Chinese prose is skipped just as fast.
 _ARTIFACT_RE = re.compile(
     r"`(?P<tick>[^`\n]{1,120})`"
-    r"|(?<![A-Za-z0-9_.@+~/\\\-])(?:"
+    r"|(?<![A-Za-z0-9_.@+~/\\\-" + _ALPHABETS + r"])(?!" + _U + r"(?<=" + _U + _U + r"))(?:"
     r"(?P<url>https?://[A-Za-z0-9\-._~:/?#\[\]@!$&*+,;=%]+)"
     r"|(?P<win>[A-Za-z]:\\(?:[^\\\s\"'<>|*?:`]+\\)*[^\\\s\"'<>|*?:`]+)"
     r"|(?P<kv>[A-Za-z_]*(?:_id|Id|ID|\bid)\s*[=:]\s*[\"']?[A-Za-z0-9_\-]{3,64})"
     r"|(?P<uuid>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
     r"-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![A-Za-z0-9_]))"
-    r"|(?P<path>(?:~|\.{1,2})?/?(?:" + _P + r"+/)+(?:" + _P + r"+)?)"
+    r"|(?P<path>" + _PATH_START + r"(?:" + _DIR + r")*" + _LAST + r")"
     r"|(?P<file>[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*\.(?:" + _EXTENSIONS + r")(?![A-Za-z0-9_]))"
     r"|(?P<ticket>[A-Z][A-Z0-9]{1,9}-[0-9]{1,6}(?![A-Za-z0-9_]))"
     r"|(?P<hash>(?:[0-9a-f]{7,40}|[0-9a-f]{64})(?![A-Za-z0-9_]))"

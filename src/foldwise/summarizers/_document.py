@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from foldwise.summarizers._cues import find_artifacts, one_line
+from foldwise.summarizers._cues import error_tier, find_artifacts, one_line
 from foldwise.summarizers._extract import (
     LIST_KEYS,
     SENTENCE_CHARS,
@@ -174,7 +174,8 @@ def parse_summary(text: str) -> SummaryDoc:
         text: The previous summary (possibly cut in the middle by the compaction engine).
 
     Returns:
-        The parsed document; every item has tier 0 (it already survived a selection).
+        The parsed document; every item has tier 0 (it already survived a selection), except
+        error lines, which are ranked again by `error_tier`.
     """
     doc = SummaryDoc()
     sections, preamble, doc.language = _split_sections(text)
@@ -184,8 +185,8 @@ def parse_summary(text: str) -> SummaryDoc:
             doc.intent = paragraphs[0][:VERBATIM_CHARS]
         for artifact in find_artifacts(text, _ARTIFACT_LIMIT):
             doc.lists["artifacts"].add(artifact.replace("`", "'"))
-        for line in error_lines(text):
-            doc.lists["errors"].add(line)
+        for line, tier in error_lines(text):
+            doc.lists["errors"].add(line, tier)
         return doc
     del preamble  # text before the first heading is a title or chatter; nothing to keep
     doc.intent = _unquote(sections.get("intent", []))
@@ -196,7 +197,9 @@ def parse_summary(text: str) -> SummaryDoc:
         for item in _list_items(sections.get(key, [])):
             if key == "artifacts" and len(item) > 1 and item[0] == "`" and item[-1] == "`":
                 item = item[1:-1]
-            doc.lists[key].add(item)
+            # An error line keeps its rank across merges, so prose that mentions an error
+            # never outranks a real error report just because it survived a selection.
+            doc.lists[key].add(item, error_tier(item) if key == "errors" else 0)
     for item in _list_items(sections.get("tools", [])):
         match = _TOOL_RE.match(item)
         if match is None:

@@ -20,7 +20,10 @@ from foldwise.summarizers._cues import (
     NEXT_RE,
     PROSE_ERROR_RE,
     REASON_START_RE,
+    STRONG_PLAN_RE,
+    error_tier,
     find_artifacts,
+    may_state_plan,
     one_line,
     split_sentences,
 )
@@ -45,7 +48,7 @@ LIST_KEYS: tuple[ListKey, ...] = ("constraints", "decisions", "artifacts", "erro
 
 VERBATIM_CHARS = 8_000  # kept before budgeting; the budget cuts further
 SENTENCE_CHARS = 300
-ERROR_CHARS = 240
+ERROR_CHARS = 200
 ARTIFACT_CHARS = 200
 ARG_CHARS = 80
 ARGS_PER_TOOL = 3
@@ -54,8 +57,9 @@ _TOOL_SCAN = (32_000, 8_000)  # artifacts in tool output: its head and tail only
 _PER_MESSAGE = {"constraints": 6, "decisions": 6, "next": 8}
 _ARTIFACTS_PER_MESSAGE = 30
 _ARTIFACTS_PER_TOOL_RESULT = 12
-_ERROR_HEAD, _ERROR_TAIL = 1, 3
-_NEXT_FROM_LAST_AI = 3
+_ERRORS_PER_MESSAGE = 4  # the first and the last three of the best tier, then lower tiers
+_PROSE_ERRORS_PER_MESSAGE = 1
+_NEXT_FROM_LAST_AI = 3  # a passing "I'll …" counts as the plan only in the newest messages
 _ARG_KEYS = (
     "path",
     "file_path",
@@ -72,7 +76,7 @@ _ARG_KEYS = (
     "id",
 )
 _SPACE_RE = re.compile(r"\s+")
-_NAMED_ERROR_RE = re.compile(r"[A-Za-z0-9_](?:Error|Exception|Timeout)\b|错误|异常")
+_PLAN_ITEM_RE = re.compile(r"(?:[-*•+]|\d{1,3}[.)])\s+")
 _TRACEBACK_HEADER = "Traceback (most recent call last):"
 _ARG_FALLBACK_RE = re.compile(r'"(?:' + "|".join(_ARG_KEYS) + r')"\s*:\s*"([^"\\\n]{1,200})"')
 
@@ -229,9 +233,41 @@ def _cue_sentences(text: str, cue: re.Pattern[str], limit: int, *, with_reason: 
     return out
 
 
-def error_lines(text: str, cue: re.Pattern[str] = ERROR_RE) -> list[str]:
-    """Lines carrying an error cue: the first and the last few of the message."""
-    found: list[str] = []
+def _clip_error(line: str, cue_at: int) -> str:
+    """Keep the head of a long error line, unless the cue itself lies beyond the cut."""
+    if len(line) <= ERROR_CHARS:
+        return one_line(line, ERROR_CHARS)
+    if cue_at > ERROR_CHARS * 2 // 3:
+        left = cue_at - ERROR_CHARS // 3
+        return "…" + one_line(line[left:], ERROR_CHARS - 1)
+    return one_line(line, ERROR_CHARS)
+
+
+def _pick(lines: list[tuple[int, str, int]], slots: int) -> list[tuple[int, str, int]]:
+    """The first and the last `slots - 1` of `lines`, or all of them when they fit."""
+    if len(lines) <= slots:
+        return lines
+    if slots <= 1:
+        return lines[:slots]
+    return lines[:1] + lines[-(slots - 1) :]
+
+
+def error_lines(
+    text: str, cue: re.Pattern[str] = ERROR_RE, *, prose: bool = False
+) -> list[tuple[str, int]]:
+    """Lines of one message carrying an error cue, each with its `error_tier`, in text order.
+
+    At most four lines are kept per message, best tier first: real error reports (an
+    exception with its message, `ERROR`, `FAILED`, `错误：`) before plain mentions, and those
+    before prose that merely talks about errors (at most one such line). Within a tier the
+    first line and the last three are kept. Each line is clipped to `ERROR_CHARS`, head kept.
+
+    Args:
+        text: The message content.
+        cue: What makes a line an error line.
+        prose: The message is the assistant's own text (see `error_tier`).
+    """
+    found: list[tuple[int, str, int]] = []
     position = 0
     while True:
         match = cue.search(text, position)
@@ -241,37 +277,81 @@ def error_lines(text: str, cue: re.Pattern[str] = ERROR_RE) -> list[str]:
         end = text.find("\n", match.end())
         end = len(text) if end < 0 else end
         position = end + 1
-        line = text[start:end].strip()
+        raw = text[start:end]
+        line = raw.strip()
         if not line or line == _TRACEBACK_HEADER:
             continue
-        if len(line) > ERROR_CHARS:
-            left = max(start, match.start() - ERROR_CHARS // 3)
-            line = "…" + text[left : min(end, left + ERROR_CHARS)].strip()
-        found.append(one_line(line, ERROR_CHARS))
-    if len(found) > _ERROR_HEAD + _ERROR_TAIL:
-        found = found[:_ERROR_HEAD] + found[-_ERROR_TAIL:]
-    return found
+        cue_at = match.start() - start - (len(raw) - len(raw.lstrip()))
+        shown = _clip_error(line, cue_at)
+        found.append((len(found), shown, error_tier(shown, prose=prose)))
+    chosen: list[tuple[int, str, int]] = []
+    for tier in sorted({tier for _, _, tier in found}):
+        slots = _ERRORS_PER_MESSAGE - len(chosen)
+        if tier == 2:
+            slots = min(slots, _PROSE_ERRORS_PER_MESSAGE)
+        if slots <= 0:
+            break
+        chosen.extend(_pick([f for f in found if f[2] == tier], slots))
+    return [(line, tier) for _, line, tier in sorted(chosen)]
 
 
-def _plan_sentences(text: str) -> list[str]:
-    """Sentences stating a plan, plus the list items under a plan line ending with a colon."""
-    out: list[str] = []
-    under_plan = False
+def _plan_sentences(text: str) -> list[tuple[str, bool]]:
+    """Sentences stating a plan, with the list items under a plan line ending with a colon.
+
+    Each comes with whether it states the plan explicitly (`STRONG_PLAN_RE`); items under an
+    explicit plan line are explicit too, and such a bare heading line is left out.
+    """
+    out: list[tuple[str, bool]] = []
+    under: bool | None = None  # inside the list under a plan line: whether that line is explicit
+    heading = -1
     for raw in _scan_window(text).split("\n"):
         line = raw.strip()
         if not line:
             continue
-        is_item = bool(re.match(r"(?:[-*•+]|\d{1,3}[.)])\s+", line))
-        if under_plan and is_item:
-            out.extend(split_sentences(line)[:1])
+        if under is not None and _PLAN_ITEM_RE.match(line):
+            if heading >= 0:
+                del out[heading]  # "Next steps:" says nothing the items do not
+                heading = -1
+            out.extend((s, under) for s in split_sentences(line)[:1])
             continue
-        under_plan = False
+        under, heading = None, -1
         for sentence in split_sentences(line):
-            if NEXT_RE.search(sentence):
-                out.append(sentence)
-        if NEXT_RE.search(line) and line.endswith((":", "：")):
-            under_plan = True
-    return [one_line(s, SENTENCE_CHARS) for s in out]
+            if NEXT_RE.search(sentence) or STRONG_PLAN_RE.search(sentence):
+                out.append((sentence, STRONG_PLAN_RE.search(sentence) is not None))
+        if line.endswith((":", "：")) and (NEXT_RE.search(line) or STRONG_PLAN_RE.search(line)):
+            under = STRONG_PLAN_RE.search(line) is not None
+            heading = len(out) - 1 if len(line) <= 40 and out and out[-1][0] == line else -1
+    return [(one_line(s, SENTENCE_CHARS), strong) for s, strong in out]
+
+
+def _newest_plan(ai_texts: Sequence[str], decided: set[str]) -> list[tuple[str, int]]:
+    """The last stated plan of a span, oldest sentence first, each with its tier.
+
+    The newest of the last few assistant messages that states any plan gives tier-1
+    sentences (a passing "I'll …"); its explicit plan sentences ("Next step: …") are tier 0.
+    When it states no explicit plan, the newest explicit plan of the whole span is added
+    before it, because an explicit plan stays current until a newer one replaces it.
+    """
+    limit = _PER_MESSAGE["next"]
+    recent: list[tuple[str, bool]] = []
+    recent_index = len(ai_texts)
+    for index in range(len(ai_texts) - 1, max(-1, len(ai_texts) - 1 - _NEXT_FROM_LAST_AI), -1):
+        recent = [(s, strong) for s, strong in _plan_sentences(ai_texts[index]) if s not in decided]
+        if recent:
+            recent_index = index
+            break
+    recent = recent[:limit]
+    explicit: list[tuple[str, bool]] = []
+    if not any(strong for _, strong in recent):
+        for index in range(recent_index - 1, -1, -1):
+            if not may_state_plan(_scan_window(ai_texts[index])):
+                continue  # most messages state no plan: skip them without a regex
+            plan = _plan_sentences(ai_texts[index])
+            explicit = [(s, True) for s, strong in plan if strong and s not in decided]
+            if explicit:
+                break
+    chosen = explicit[: max(1, limit - len(recent))] + recent
+    return [(sentence, 0 if strong else 1) for sentence, strong in chosen]
 
 
 def extract_doc(entries: Sequence[TranscriptEntry]) -> SummaryDoc:
@@ -313,10 +393,11 @@ def extract_doc(entries: Sequence[TranscriptEntry]) -> SummaryDoc:
             name = (entry.name or "tool").replace("`", "'")
             tool_results[name] = tool_results.get(name, 0) + 1
         if entry.role in ("tool", "ai", "unknown"):
-            cue = PROSE_ERROR_RE if entry.role == "ai" else ERROR_RE
-            for line in error_lines(text, cue):
-                # A line naming the exception says more than a bare "1 failed".
-                lists["errors"].add(line, 0 if _NAMED_ERROR_RE.search(line) else 1)
+            prose = entry.role == "ai"
+            for line, error_rank in error_lines(
+                text, PROSE_ERROR_RE if prose else ERROR_RE, prose=prose
+            ):
+                lists["errors"].add(line, error_rank)
         tier = 1 if entry.role in ("tool", "unknown") else 0
         limit = _ARTIFACTS_PER_TOOL_RESULT if tier else _ARTIFACTS_PER_MESSAGE
         scanned = _head_tail(text, *_TOOL_SCAN) if tier else _scan_window(text)
@@ -326,15 +407,9 @@ def extract_doc(entries: Sequence[TranscriptEntry]) -> SummaryDoc:
         # Only results are visible (the calls were cut off): count those instead.
         for name, count in tool_results.items():
             doc.use_tool(name, count, [])
-    # The last stated plan: the newest recent assistant message that states one, without the
-    # sentences already listed as decisions.
     decided = {item.text for item in lists["decisions"].ordered()}
-    for text in reversed(ai_texts[-_NEXT_FROM_LAST_AI:]):
-        plan = [s for s in _plan_sentences(text) if s not in decided]
-        if plan:
-            for sentence in plan[: _PER_MESSAGE["next"]]:
-                lists["next"].add(sentence)
-            break
+    for sentence, plan_rank in _newest_plan(ai_texts, decided):
+        lists["next"].add(sentence, plan_rank)
     doc.language = detect_language("\n".join(e.content for e in humans)) or detect_language(
         "\n".join(ai_texts)
     )
