@@ -11,7 +11,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from foldwise.config import BUILTIN_EXTRACTIVE, FoldwiseConfig, ModelConfig, interpolate
+from foldwise.config import BUILTIN_EXTRACTIVE, FoldwiseConfig, interpolate
 from foldwise.errors import ConfigError, ModelConstructionError
 
 __all__ = ["ModelRegistry", "import_object"]
@@ -82,15 +82,6 @@ class ModelRegistry:
             or name in self._overrides
             or self.config.model(name) is not None
         )
-
-    def context_window(self, name: str | None) -> int | None:
-        """The configured `context_window` of model `name` (default model for `None`)."""
-        entry = self.config.model(name) if name is not None else self.config.model()
-        return entry.context_window if entry else None
-
-    def entry(self, name: str | None) -> ModelConfig | None:
-        """The configuration entry for `name` (default model for `None`)."""
-        return self.config.model(name)
 
     def get(self, name: str) -> BaseChatModel:
         """Return the model called `name`, building it on first use.
