@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 import foldwise
 import foldwise.bench
 from foldwise.cli import app
+from foldwise.cli._config_summary import mask_url
 from foldwise.cli._reference import field_docstrings, reference_markdown, reference_rows
-from foldwise.cli._summary import mask_url
 from foldwise.config import CONFIG_ENV_VAR, FoldwiseConfig
 from foldwise.errors import ConfigError, StorageError
 

@@ -16,7 +16,7 @@ from langchain_core.messages import (
 from langchain_core.tools import tool
 from pydantic import ValidationError
 
-from foldwise.compaction._transcript import render_transcript
+from foldwise.compaction._prompt_transcript import render_transcript
 from foldwise.summarizers import LANGUAGES, MAX_INPUT_FRACTION, ExtractiveSummarizer
 from foldwise.tokens import estimate_tokens
 

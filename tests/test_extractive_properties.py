@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from foldwise.compaction._transcript import render_transcript
+from foldwise.compaction._prompt_transcript import render_transcript
 from foldwise.summarizers import MAX_INPUT_FRACTION, ExtractiveSummarizer
 from foldwise.tokens import estimate_tokens
 

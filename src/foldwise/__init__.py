@@ -9,7 +9,7 @@ receipt = await foldwise.acompact_thread(agent, {"configurable": {"thread_id": "
 ```
 """
 
-from foldwise._threads import (
+from foldwise._manual import (
     acompact_thread,
     acompact_thread_outcome,
     compact_thread,

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from foldwise.cli._config_summary import render_summary, summarize_config
 from foldwise.cli._output import (
     EXIT_USAGE,
     capture_warnings,
@@ -17,7 +18,6 @@ from foldwise.cli._output import (
     warn,
 )
 from foldwise.cli._reference import reference_markdown, reference_rows
-from foldwise.cli._summary import render_summary, summarize_config
 from foldwise.config import CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH, load_config
 from foldwise.errors import ConfigError
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage
 
-from foldwise.compaction._transcript import render_transcript
+from foldwise.compaction._prompt_transcript import render_transcript
 
 if TYPE_CHECKING:
     from foldwise.tokens import TokenCounter

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from foldwise._threads import acompact_thread_outcome
+from foldwise._manual import acompact_thread_outcome
 from foldwise.compaction import CompactionOutcome
 from foldwise.errors import CompactionDisabledError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway._capture import TranscriptRecorder

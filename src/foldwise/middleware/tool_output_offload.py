@@ -408,7 +408,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         """
         if not self.enabled or not self.archive_compacted or not messages:
             return None
-        from foldwise.compaction._transcript import render_transcript
+        from foldwise.compaction._prompt_transcript import render_transcript
 
         text = render_transcript(messages)
         if not text.strip():

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from foldwise.compaction._transcript import TranscriptEntry
+from foldwise.compaction._prompt_transcript import TranscriptEntry
 from foldwise.summarizers._cues import (
     CONSTRAINT_RE,
     DECISION_RE,

@@ -14,7 +14,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from pydantic import Field, field_validator
 
-from foldwise.compaction._transcript import (
+from foldwise.compaction._prompt_transcript import (
     extract_prompt_sections,
     parse_transcript,
     render_entries,

@@ -17,7 +17,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from foldwise.compaction._transcript import (
+from foldwise.compaction._prompt_transcript import (
     TranscriptEntry,
     elide_text,
     extract_prompt_sections,
