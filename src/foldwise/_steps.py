@@ -1,0 +1,133 @@
+"""One implementation for sync and async callers: step generators and their two drivers.
+
+foldwise's sync/async pattern (docs/architecture.md). Logic that needs I/O (a summarizer call,
+a store write, a model handler) is written once, as a generator that *yields* `Io` requests
+and receives their results; it never performs the I/O itself. Two drivers run it:
+`run_sync` performs each request with its blocking form, `run_async` awaits its async form.
+An exception raised by the I/O is thrown back into the generator at the `yield`, so the logic
+handles failures in one place too::
+
+    def _archive_steps(store, thread_id, text) -> Steps[ArtifactRef | None]:
+        try:
+            ref = yield Io.of(store.put, store.aput, thread_id, text, source="archive")
+        except StorageError:
+            return None
+        return ref
+
+    def archive(...):  return run_sync(_archive_steps(...))
+    async def aarchive(...):  return await run_async(_archive_steps(...))
+
+The generator is the single source of truth; the twins are one line each and cannot drift.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, Generic, ParamSpec, TypeVar
+
+__all__ = ["Io", "Steps", "blocking", "run_async", "run_sync"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
+
+Steps = Generator["Io[Any]", Any, R]
+"""A step generator: yields `Io` requests, is sent their results, returns `R`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Io(Generic[T]):
+    """One I/O operation in its two forms, with the arguments both take."""
+
+    sync: Callable[..., T]
+    async_: Callable[..., Awaitable[T]]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        sync: Callable[P, T],
+        async_: Callable[P, Awaitable[T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Io[T]:
+        """The request to call `sync(*args, **kwargs)` or await `async_(*args, **kwargs)`."""
+        return cls(sync, async_, args, dict(kwargs))
+
+    @classmethod
+    def call(cls, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Io[T]:
+        """A request whose async form runs the blocking `fn` in a worker thread."""
+        return cls(fn, blocking(fn), args, dict(kwargs))
+
+    @classmethod
+    def pure(cls, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Io[T]:
+        """A request that is cheap CPU work: both drivers call `fn` inline."""
+        return cls(fn, _inline(fn), args, dict(kwargs))
+
+
+def blocking(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:
+    """The async form of a blocking callable: it runs in a worker thread, off the loop."""
+
+    @functools.wraps(fn)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    return run
+
+
+def _inline(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:
+    @functools.wraps(fn)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return fn(*args, **kwargs)
+
+    return run
+
+
+class _Driver(Generic[R]):
+    """Advances a step generator: sends results, throws errors, keeps the return value."""
+
+    def __init__(self, steps: Steps[R]) -> None:
+        self.steps = steps
+        self.result: Any = None
+        self.error: Exception | None = None
+        self.value: Any = None
+
+    def next(self) -> Io[Any] | None:
+        """The next request, or None once the generator returned (its value is `value`)."""
+        try:
+            if self.error is None:
+                request = self.steps.send(self.result)
+            else:
+                request = self.steps.throw(self.error)
+        except StopIteration as stop:
+            self.value = stop.value
+            return None
+        self.result, self.error = None, None
+        return request
+
+
+def run_sync(steps: Steps[R]) -> R:
+    """Drive `steps` to completion, performing each request with its blocking form."""
+    driver = _Driver(steps)
+    while (request := driver.next()) is not None:
+        try:
+            driver.result = request.sync(*request.args, **request.kwargs)
+        except Exception as exc:
+            driver.error = exc
+    return driver.value  # type: ignore[no-any-return]
+
+
+async def run_async(steps: Steps[R]) -> R:
+    """Drive `steps` to completion, awaiting each request's async form."""
+    driver = _Driver(steps)
+    while (request := driver.next()) is not None:
+        try:
+            driver.result = await request.async_(*request.args, **request.kwargs)
+        except Exception as exc:
+            driver.error = exc
+    return driver.value  # type: ignore[no-any-return]
