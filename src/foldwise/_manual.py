@@ -8,6 +8,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
 
+from foldwise._steps import Io, Steps, run_async, run_sync
 from foldwise.agent import find_summarization
 from foldwise.compaction import CompactionOutcome, CompactionPolicy, CompactionReceipt
 from foldwise.config import ContextSize
@@ -51,6 +52,36 @@ def _values(snapshot: Any, thread_id: str) -> dict[str, Any]:
     return dict(snapshot.values or {})
 
 
+def _outcome_steps(
+    agent: Any,
+    thread_config: RunnableConfig,
+    *,
+    force: bool = True,
+    keep: ContextSize | dict[str, Any] | None = None,
+    model_name: str | None = None,
+    before_write: Callable[[], Awaitable[None]] | None = None,
+) -> Steps[CompactionOutcome]:
+    """Read the thread, compact it, write once, then notify observers."""
+    middleware, thread_id, policy = _setup(agent, thread_config, keep)
+    snapshot = yield Io.of(agent.get_state, agent.aget_state, thread_config)
+    values = _values(snapshot, thread_id)
+    outcome: CompactionOutcome = yield from middleware.compact_state_steps(
+        values, thread_id=thread_id, force=force, policy=policy, model_name=model_name
+    )
+    update = outcome.state_update()
+    if update is None:
+        return outcome
+    if before_write is not None:
+        yield Io(_sync_guard, before_write)
+    yield Io.of(agent.update_state, agent.aupdate_state, thread_config, update)
+    middleware.compactor.publish(outcome)
+    return outcome
+
+
+def _sync_guard() -> None:
+    raise TypeError("before_write is awaited: use acompact_thread_outcome")
+
+
 async def acompact_thread_outcome(
     agent: Any,
     thread_config: RunnableConfig,
@@ -71,17 +102,16 @@ async def acompact_thread_outcome(
         before_write: Awaited after the summary exists and right before the checkpoint write;
             raising from it (for example because a lease was lost) cancels the write.
     """
-    middleware, thread_id, policy = _setup(agent, thread_config, keep)
-    values = _values(await agent.aget_state(thread_config), thread_id)
-    outcome: CompactionOutcome = await middleware.acompact_state(
-        values, thread_id=thread_id, force=force, policy=policy, model_name=model_name
+    return await run_async(
+        _outcome_steps(
+            agent,
+            thread_config,
+            force=force,
+            keep=keep,
+            model_name=model_name,
+            before_write=before_write,
+        )
     )
-    update = outcome.state_update()
-    if update is not None:
-        if before_write is not None:
-            await before_write()
-        await agent.aupdate_state(thread_config, update)
-    return outcome
 
 
 def compact_thread_outcome(
@@ -93,15 +123,9 @@ def compact_thread_outcome(
     model_name: str | None = None,
 ) -> CompactionOutcome:
     """Sync twin of `acompact_thread_outcome`."""
-    middleware, thread_id, policy = _setup(agent, thread_config, keep)
-    values = _values(agent.get_state(thread_config), thread_id)
-    outcome: CompactionOutcome = middleware.compact_state(
-        values, thread_id=thread_id, force=force, policy=policy, model_name=model_name
+    return run_sync(
+        _outcome_steps(agent, thread_config, force=force, keep=keep, model_name=model_name)
     )
-    update = outcome.state_update()
-    if update is not None:
-        agent.update_state(thread_config, update)
-    return outcome
 
 
 async def acompact_thread(

@@ -65,6 +65,15 @@ class Io(Generic[T]):
         return cls(fn, blocking(fn), args, dict(kwargs))
 
     @classmethod
+    def handler(cls, fn: Callable[..., Any], /, *args: Any) -> Io[Any]:
+        """A framework continuation: sync in a sync run, a coroutine function in an async run.
+
+        LangChain hands `wrap_model_call` a sync handler and `awrap_model_call` an async one;
+        each driver only ever uses its own form, so the same callable fills both.
+        """
+        return cls(fn, fn, args, {})
+
+    @classmethod
     def pure(cls, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Io[T]:
         """A request that is cheap CPU work: both drivers call `fn` inline."""
         return cls(fn, _inline(fn), args, dict(kwargs))

@@ -61,6 +61,7 @@ def build_middlewares(
         if config.offload.enabled
         else None
     )
+    durable = DurableContextMiddleware.from_config(config, channels=durable_channels)
     summarization = SummarizationMiddleware(
         config=config,
         model=model,
@@ -68,8 +69,8 @@ def build_middlewares(
         registry=registry,
         static_tokens=static_tokens,
         offload=offload,
+        durable=durable,
     )
-    durable = DurableContextMiddleware.from_config(config, channels=durable_channels)
     if offload is None:
         return [durable, summarization]
     return [durable, summarization, offload]

@@ -1,6 +1,11 @@
 """Compaction engine: a pure planner, the summarizer prompt, candidates, receipts."""
 
-from foldwise.compaction._engine import CompactionOutcome, Compactor, SummarizationEvent
+from foldwise.compaction._engine import (
+    CompactionOutcome,
+    CompactOptions,
+    Compactor,
+    SummarizationEvent,
+)
 from foldwise.compaction._planner import (
     CompactionDecision,
     CompactionPlan,
@@ -26,6 +31,7 @@ __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
     "MAX_RECEIPTS",
     "SUMMARIZE_TAGS",
+    "CompactOptions",
     "CompactionDecision",
     "CompactionOutcome",
     "CompactionPlan",

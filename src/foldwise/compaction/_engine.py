@@ -7,12 +7,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from foldwise._lru import LRUDict
+from foldwise._steps import Io, Steps, run_async, run_sync
 from foldwise.compaction._planner import (
     CompactionDecision,
     CompactionPlan,
@@ -36,15 +37,41 @@ from foldwise.errors import SummaryGenerationError
 if TYPE_CHECKING:
     from foldwise.tokens import TokenCounter
 
-__all__ = ["CompactionOutcome", "Compactor", "SummarizationEvent"]
+__all__ = ["CompactOptions", "CompactionOutcome", "Compactor", "SummarizationEvent"]
 
 logger = logging.getLogger(__name__)
 
-Archiver = Callable[[Sequence[BaseMessage], "str | None"], "dict[str, Any] | None"]
-"""Stores the messages a compaction removes verbatim; returns the artifact reference."""
+Archiver = Callable[[Sequence[BaseMessage], "str | None"], "Steps[dict[str, Any] | None]"]
+"""Steps that store the messages a compaction removes verbatim; return the artifact reference."""
 
-Offloader = Callable[[BaseMessage, "str | None"], "tuple[BaseMessage, dict[str, Any]] | None"]
-"""Stores a message verbatim; returns its preview replacement (same id) and the reference."""
+Offloader = Callable[
+    [BaseMessage, "str | None"], "Steps[tuple[BaseMessage, dict[str, Any]] | None]"
+]
+"""Steps that store a message verbatim; return its preview replacement (same id) and the ref."""
+
+
+class CompactOptions(TypedDict, total=False):
+    """Keyword options of `Compactor.compact` / `acompact` / `compact_steps`."""
+
+    force: bool
+    """Compact even when no trigger fires."""
+    static_tokens: int
+    """Tokens of the request outside `messages` (system prompt, tools, durable block)."""
+    policy: CompactionPolicy | None
+    """Thresholds for this call (a manual `keep`, a provider-calibrated budget)."""
+    thread_id: str | None
+    run_id: str | None
+    model_name: str | None
+    """The run model to summarize with, when it differs from the default."""
+    manual: bool
+    raise_on_failure: bool
+    """Raise `SummaryGenerationError` instead of returning a failed outcome."""
+    trigger: str | None
+    """Overrides the plan's trigger in the receipt (e.g. `overflow`)."""
+    decision: CompactionDecision | None
+    """A decision already computed by `decide` with the same inputs (skips re-planning)."""
+    publish: bool
+    """Notify observers before returning (False: the caller calls `publish` after its write)."""
 
 
 @dataclass(frozen=True)
@@ -206,46 +233,27 @@ class Compactor:
             key = thread_id or ""
             self._failures[key] = 0 if ok else self._failures.get(key, 0) + 1
 
-    def _finish(
+    def _receipt(
         self,
-        decision: CompactionDecision,
-        plan: CompactionPlan,
+        job: _Job,
         result: SummaryResult,
-        *,
-        thread_id: str | None,
-        run_id: str | None,
-        manual: bool,
-        started: float,
-        trigger: str | None,
-        static_tokens: int,
-    ) -> CompactionOutcome:
-        self._record(thread_id, ok=True)
-        event = SummarizationEvent(plan.to_summarize, plan.preserved, thread_id, result.text)
-        for hook in self.hooks:
-            try:
-                hook(event)
-            except Exception:
-                logger.exception(
-                    "before_summarization hook %s failed (thread %s)",
-                    getattr(hook, "__name__", hook),
-                    thread_id,
-                )
-        preserved, refs = self._offload_overflow(plan, thread_id)
-        offloaded = [str(ref.get("artifact_id")) for ref in refs]
-        archive = self._archive(plan, thread_id)
-        if archive is not None:
-            refs.append(archive)
+        preserved: Sequence[BaseMessage],
+        refs: Sequence[dict[str, Any]],
+        archive: dict[str, Any] | None,
+        options: CompactOptions,
+    ) -> CompactionReceipt:
+        plan = job.plan
         # Estimated afresh: the usage anchor behind tokens_before does not survive the removal.
         after = (
-            static_tokens
+            job.static_tokens
             + self.counter.count_text(result.text)
             + self.counter.count_messages(preserved, anchor=False)
         )
-        receipt = CompactionReceipt(
-            thread_id=thread_id,
-            run_id=run_id,
-            manual=manual,
-            trigger=trigger or plan.trigger,
+        return CompactionReceipt(
+            thread_id=options.get("thread_id"),
+            run_id=options.get("run_id"),
+            manual=options.get("manual", False),
+            trigger=options.get("trigger") or plan.trigger,
             reason=plan.reason,
             metric=plan.metric,
             threshold=plan.threshold,
@@ -257,32 +265,68 @@ class Compactor:
             summary_chars=len(result.text),
             model_used=result.model_name,
             attempts=list(result.attempts),
-            duration_ms=(time.perf_counter() - started) * 1000,
-            offloaded_ids=offloaded,
+            duration_ms=(time.perf_counter() - job.started) * 1000,
+            offloaded_ids=[str(ref.get("artifact_id")) for ref in refs],
             archive_id=str(archive["artifact_id"]) if archive else None,
         )
+
+    def _run_hooks(self, job: _Job, result: SummaryResult, thread_id: str | None) -> None:
+        plan = job.plan
+        event = SummarizationEvent(plan.to_summarize, plan.preserved, thread_id, result.text)
+        for hook in self.hooks:
+            try:
+                hook(event)
+            except Exception:
+                logger.exception(
+                    "before_summarization hook %s failed (thread %s)",
+                    getattr(hook, "__name__", hook),
+                    thread_id,
+                )
+
+    def publish(self, outcome: CompactionOutcome) -> None:
+        """Log the committed receipt and notify the observers (errors are logged)."""
+        receipt = outcome.receipt
+        if receipt is None:
+            return
         logger.info("%s", receipt.log_line())
         for observer in self.observers:
             try:
                 observer(receipt)
             except Exception:
-                logger.exception("compaction observer failed (thread %s)", thread_id)
-        return CompactionOutcome(
-            decision, plan, result.text, receipt, tuple(preserved), offload_refs=tuple(refs)
-        )
+                logger.exception("compaction observer failed (thread %s)", receipt.thread_id)
 
-    def _archive(self, plan: CompactionPlan, thread_id: str | None) -> dict[str, Any] | None:
+    def _finish_steps(
+        self, job: _Job, result: SummaryResult, options: CompactOptions
+    ) -> Steps[CompactionOutcome]:
+        thread_id = options.get("thread_id")
+        self._record(thread_id, ok=True)
+        self._run_hooks(job, result, thread_id)
+        preserved, refs = yield from self._offload_overflow_steps(job.plan, thread_id)
+        archive = yield from self._archive_steps(job.plan, thread_id)
+        receipt = self._receipt(job, result, preserved, refs, archive, options)
+        if archive is not None:
+            refs.append(archive)
+        outcome = CompactionOutcome(
+            job.decision, job.plan, result.text, receipt, tuple(preserved), offload_refs=tuple(refs)
+        )
+        if options.get("publish", True):
+            self.publish(outcome)
+        return outcome
+
+    def _archive_steps(
+        self, plan: CompactionPlan, thread_id: str | None
+    ) -> Steps[dict[str, Any] | None]:
         if self.archiver is None:
             return None
         try:
-            return self.archiver(plan.to_summarize, thread_id)
+            return (yield from self.archiver(plan.to_summarize, thread_id))
         except Exception:
             logger.exception("archiving compacted messages failed (thread %s)", thread_id)
             return None
 
-    def _offload_overflow(
+    def _offload_overflow_steps(
         self, plan: CompactionPlan, thread_id: str | None
-    ) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
+    ) -> Steps[tuple[list[BaseMessage], list[dict[str, Any]]]]:
         preserved = list(plan.preserved)
         if not plan.human_overflow_ids or self.offloader is None:
             return preserved, []
@@ -292,7 +336,7 @@ class Compactor:
             if str(message.id) not in overflow:
                 continue
             try:
-                stored = self.offloader(message, thread_id)
+                stored = yield from self.offloader(message, thread_id)
             except Exception:
                 logger.exception(
                     "offloading user message %s failed (thread %s)", message.id, thread_id
@@ -303,183 +347,86 @@ class Compactor:
                 refs.append(ref)
         return preserved, refs
 
-    def _fail(
-        self,
-        decision: CompactionDecision,
-        plan: CompactionPlan,
-        err: SummaryGenerationError,
-        *,
-        thread_id: str | None,
-        raise_on_failure: bool,
-    ) -> CompactionOutcome:
-        self._record(thread_id, ok=False)
-        if raise_on_failure:
-            raise err
-        logger.error(
-            "compaction skipped this turn, every summarizer failed (thread %s): %s", thread_id, err
-        )
-        return CompactionOutcome(decision, plan, error=err)
-
     def _begin(
         self,
         messages: Sequence[BaseMessage],
         summary_text: str | None,
-        *,
-        force: bool,
-        static_tokens: int,
-        policy: CompactionPolicy | None,
-        decision: CompactionDecision | None,
-        thread_id: str | None,
-        model_name: str | None,
+        options: CompactOptions,
     ) -> _Job | CompactionOutcome:
         """Plan and build the prompt; an outcome when there is nothing to summarize."""
         started = time.perf_counter()
-        policy = policy or self.policy
+        policy = options.get("policy") or self.policy
+        static_tokens = options.get("static_tokens", 0)
+        decision = options.get("decision")
         if decision is None:
             decision = self.decide(
-                messages, summary_text, force=force, static_tokens=static_tokens, policy=policy
+                messages,
+                summary_text,
+                force=options.get("force", False),
+                static_tokens=static_tokens,
+                policy=policy,
             )
         if decision.plan is None:
             return CompactionOutcome(decision)
         prompt, replaced = self._prompt(decision.plan, summary_text, policy)
-        names = self._names(thread_id, model_name)
+        names = self._names(options.get("thread_id"), options.get("model_name"))
         return _Job(decision, decision.plan, prompt, replaced, started, names, static_tokens)
 
-    def _end(
+    def compact_steps(
         self,
-        job: _Job,
-        result: SummaryResult | SummaryGenerationError,
-        *,
-        thread_id: str | None,
-        run_id: str | None,
-        manual: bool,
-        raise_on_failure: bool,
-        trigger: str | None,
-    ) -> CompactionOutcome:
-        if isinstance(result, SummaryGenerationError):
-            return self._fail(
-                job.decision,
-                job.plan,
-                result,
-                thread_id=thread_id,
-                raise_on_failure=raise_on_failure,
+        messages: Sequence[BaseMessage],
+        summary_text: str | None = None,
+        **options: Unpack[CompactOptions],
+    ) -> Steps[CompactionOutcome]:
+        """The compaction pipeline as steps: plan, summarize, store, build the update.
+
+        Never mutates state itself; `CompactionOutcome.state_update` is the one write.
+        """
+        job = self._begin(messages, summary_text, options)
+        if isinstance(job, CompactionOutcome):
+            return job
+        thread_id = options.get("thread_id")
+        try:
+            result: SummaryResult = yield Io.of(
+                generate_summary,
+                agenerate_summary,
+                job.prompt,
+                job.names,
+                self.resolve,
+                input_tokens=job.replaced,
+                count=self.counter.count_text,
+                timeout=self.timeout_seconds,
             )
-        return self._finish(
-            job.decision,
-            job.plan,
-            result,
-            thread_id=thread_id,
-            run_id=run_id,
-            manual=manual,
-            started=job.started,
-            trigger=trigger,
-            static_tokens=job.static_tokens,
-        )
+        except SummaryGenerationError as err:
+            self._record(thread_id, ok=False)
+            if options.get("raise_on_failure", False):
+                raise
+            logger.error(
+                "compaction skipped this turn, every summarizer failed (thread %s): %s",
+                thread_id,
+                err,
+            )
+            return CompactionOutcome(job.decision, job.plan, error=err)
+        return (yield from self._finish_steps(job, result, options))
 
     def compact(
         self,
         messages: Sequence[BaseMessage],
         summary_text: str | None = None,
-        *,
-        force: bool = False,
-        static_tokens: int = 0,
-        policy: CompactionPolicy | None = None,
-        thread_id: str | None = None,
-        run_id: str | None = None,
-        model_name: str | None = None,
-        manual: bool = False,
-        raise_on_failure: bool = False,
-        trigger: str | None = None,
-        decision: CompactionDecision | None = None,
+        **options: Unpack[CompactOptions],
     ) -> CompactionOutcome:
-        """Plan and, when there is work, summarize; never mutates state itself.
-
-        A `decision` already computed by `decide` with the same inputs skips re-planning.
+        """Plan and, when there is work, summarize (blocking I/O).
 
         Raises:
             SummaryGenerationError: Every candidate failed and `raise_on_failure` is set.
         """
-        job = self._begin(
-            messages,
-            summary_text,
-            force=force,
-            static_tokens=static_tokens,
-            policy=policy,
-            decision=decision,
-            thread_id=thread_id,
-            model_name=model_name,
-        )
-        if isinstance(job, CompactionOutcome):
-            return job
-        result: SummaryResult | SummaryGenerationError
-        try:
-            result = generate_summary(
-                job.prompt,
-                job.names,
-                self.resolve,
-                input_tokens=job.replaced,
-                count=self.counter.count_text,
-                timeout=self.timeout_seconds,
-            )
-        except SummaryGenerationError as err:
-            result = err
-        return self._end(
-            job,
-            result,
-            thread_id=thread_id,
-            run_id=run_id,
-            manual=manual,
-            raise_on_failure=raise_on_failure,
-            trigger=trigger,
-        )
+        return run_sync(self.compact_steps(messages, summary_text, **options))
 
     async def acompact(
         self,
         messages: Sequence[BaseMessage],
         summary_text: str | None = None,
-        *,
-        force: bool = False,
-        static_tokens: int = 0,
-        policy: CompactionPolicy | None = None,
-        thread_id: str | None = None,
-        run_id: str | None = None,
-        model_name: str | None = None,
-        manual: bool = False,
-        raise_on_failure: bool = False,
-        trigger: str | None = None,
-        decision: CompactionDecision | None = None,
+        **options: Unpack[CompactOptions],
     ) -> CompactionOutcome:
-        """Async twin of `compact`."""
-        job = self._begin(
-            messages,
-            summary_text,
-            force=force,
-            static_tokens=static_tokens,
-            policy=policy,
-            decision=decision,
-            thread_id=thread_id,
-            model_name=model_name,
-        )
-        if isinstance(job, CompactionOutcome):
-            return job
-        result: SummaryResult | SummaryGenerationError
-        try:
-            result = await agenerate_summary(
-                job.prompt,
-                job.names,
-                self.resolve,
-                input_tokens=job.replaced,
-                count=self.counter.count_text,
-                timeout=self.timeout_seconds,
-            )
-        except SummaryGenerationError as err:
-            result = err
-        return self._end(
-            job,
-            result,
-            thread_id=thread_id,
-            run_id=run_id,
-            manual=manual,
-            raise_on_failure=raise_on_failure,
-            trigger=trigger,
-        )
+        """Async twin of `compact`: the same steps, with every I/O awaited."""
+        return await run_async(self.compact_steps(messages, summary_text, **options))

@@ -168,7 +168,8 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
 
     # -- projection -----------------------------------------------------------------------
 
-    def _project(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+    def project(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """The request with the durable data block rendered from its state (state untouched)."""
         sections = render_sections(request.state, self.channels)
         if not sections:
             return request
@@ -186,7 +187,7 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any]:
         """Add the durable data block to this request only."""
-        return handler(self._project(request))
+        return handler(self.project(request))
 
     async def awrap_model_call(
         self,
@@ -194,4 +195,4 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
-        return await handler(self._project(request))
+        return await handler(self.project(request))

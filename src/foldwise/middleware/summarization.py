@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -16,23 +17,40 @@ from langchain.agents.middleware import (
 )
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from foldwise._lru import LRUDict
+from foldwise._steps import Io, Steps, run_async, run_sync
 from foldwise.compaction import (
     CompactionOutcome,
     CompactionPolicy,
     CompactionReceipt,
+    CompactOptions,
     Compactor,
     SummarizationEvent,
 )
 from foldwise.config import FoldwiseConfig
-from foldwise.durable import inject_durable_context, is_durable_data_message, render_sections
+from foldwise.durable import (
+    AUTHORITY_CONTRACT,
+    inject_durable_context,
+    is_durable_data_message,
+    render_sections,
+)
 from foldwise.errors import CompactionDisabledError
-from foldwise.messages import ensure_message_ids, message_text
+from foldwise.messages import ensure_message_ids
+from foldwise.middleware._request_fit import (
+    OVERFLOW_SHRINK,
+    clip_largest,
+    head_tokens,
+    is_context_overflow,
+    overflow_numbers,
+    split_head,
+    strip_contract,
+)
+from foldwise.middleware.durable_context import DurableContextMiddleware
 from foldwise.middleware.tool_output_offload import ToolOutputOffloadMiddleware
 from foldwise.models import ModelRegistry
 from foldwise.state import FoldwiseState
@@ -45,25 +63,9 @@ logger = logging.getLogger(__name__)
 RUN_MODEL_ALIAS = "run-model"
 """Candidate name of a run model passed as an instance rather than by configured name."""
 
-_OVERFLOW_MARKERS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-    "input is too long",
-)
-_CLIP_NOTE = "\n[… {count:,} characters clipped from this view to fit the context window …]\n"
-
-
-def is_context_overflow(error: BaseException) -> bool:
-    """Whether a provider error says the request did not fit the model's window."""
-    if isinstance(error, ContextOverflowError):
-        return True
-    if getattr(error, "code", None) in ("context_length_exceeded", "string_above_max_length"):
-        return True
-    text = str(error).lower()
-    return any(marker in text for marker in _OVERFLOW_MARKERS)
+_CALIBRATE_ABOVE = 1.25
+"""Provider usage above this multiple of the estimate recalibrates the thread's budget."""
+_MAX_OVERFLOW_RETRIES = 2
 
 
 def _profile_window(model: BaseChatModel) -> int | None:
@@ -123,6 +125,8 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             stored before the compaction decision (so it is planned at its preview size), and
             preserved user input over `preserve_human.max_tokens` is stored verbatim instead of
             being kept whole.
+        durable: The agent's `DurableContextMiddleware`, if any: an overflow retry renders
+            its channels (custom ones included) again for the compacted state.
     """
 
     state_schema = FoldwiseState
@@ -140,9 +144,11 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         hooks: Sequence[Callable[[SummarizationEvent], None]] = (),
         observers: Sequence[Callable[[CompactionReceipt], None]] = (),
         offload: ToolOutputOffloadMiddleware | None = None,
+        durable: DurableContextMiddleware | None = None,
     ) -> None:
         super().__init__()
         self.offload = offload
+        self.durable = durable
         self.config = config or FoldwiseConfig()
         settings = self.config.summarization
         self.enabled = settings.enabled
@@ -173,13 +179,14 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             fallback_after_failures=settings.fallback_after_failures,
             hooks=list(hooks),
             observers=list(observers),
-            offloader=offload.offload_user_message if offload is not None else None,
-            archiver=offload.archive_messages if offload is not None else None,
+            offloader=offload.offload_user_message_steps if offload is not None else None,
+            archiver=offload.archive_steps if offload is not None else None,
         )
         self.max_compactions_per_run = settings.max_compactions_per_run
         self._initial_static = static_tokens
         self._static: LRUDict[str, int] = LRUDict()
         self._run_counts: LRUDict[str, int] = LRUDict()
+        self._scale: LRUDict[str, float] = LRUDict()
         self._lock = threading.Lock()
 
     @classmethod
@@ -189,15 +196,37 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         """Build from a configuration; keyword arguments as for the constructor."""
         return cls(config=config, run_model_name=run_model_name, **kwargs)
 
+    # -- per-thread calibration -------------------------------------------------------------
+
+    def _policy_for(self, key: str, window: int | None = None) -> CompactionPolicy:
+        """The policy in estimate units: the window shrunk by the provider's measured scale."""
+        scale = self._scale.get(key, 1.0)
+        window = window or self.policy.context_window
+        if window is None or (scale <= 1.0 and window == self.policy.context_window):
+            return self.policy
+        return dataclasses.replace(
+            self.policy,
+            context_window=max(1, int(window / scale)),
+            reserved_output_tokens=int(self.policy.reserved_output_tokens / scale),
+        )
+
+    def _calibrate(self, key: str, measured: int, estimated: int) -> None:
+        """Remember how much more the provider counts than the estimate, when clearly more."""
+        if estimated <= 0 or measured <= 0:
+            return
+        ratio = measured / estimated
+        with self._lock:
+            if ratio > _CALIBRATE_ABOVE or key in self._scale:
+                self._scale[key] = max(1.0, ratio)
+
     # -- compaction (before each model call) -------------------------------------------------
 
     def _prepare(
         self, state: FoldwiseState, runtime: Runtime[Any], pre: dict[str, Any] | None
-    ) -> tuple[str, dict[str, Any]] | None:
+    ) -> tuple[str, CompactOptions, list[BaseMessage], str | None] | None:
         if not self.enabled:
             return None
-        messages = list(state["messages"])
-        ensure_message_ids(messages)
+        messages: list[BaseMessage] = list(state["messages"])
         if pre:
             # Oversized user input was just stored: plan on its preview, not on its full size.
             replaced = {m.id: m for m in pre.get("messages", [])}
@@ -205,7 +234,9 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         key = _thread_id(runtime) or ""
         static = self._static.get(key, self._initial_static)
         summary = state.get("summary_text")
-        decision = self.compactor.decide(messages, summary, static_tokens=static)
+        decision = self.compactor.decide(
+            messages, summary, static_tokens=static, policy=self._policy_for(key)
+        )
         plan = decision.plan
         if plan is None:
             return None
@@ -216,14 +247,15 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
                 "compaction skipped: %d compactions already this run (thread %s)", done, key
             )
             return None
-        return key, {
-            "messages": messages,
-            "summary_text": summary,
+        ensure_message_ids(messages)
+        options: CompactOptions = {
             "static_tokens": static,
             "thread_id": key or None,
             "run_id": _run_id(),
             "decision": decision,
+            "policy": self._policy_for(key),
         }
+        return key, options, messages, summary
 
     def _commit(
         self, key: str, outcome: CompactionOutcome, pre: dict[str, Any] | None
@@ -246,182 +278,241 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
     async def abefore_agent(
         self, state: FoldwiseState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async twin of `before_agent`."""
+        """Async twin of `before_agent` (no I/O)."""
         return self.before_agent(state, runtime)
 
-    def before_model(self, state: FoldwiseState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Compact when a trigger fires or the next request would not fit."""
-        pre = self.offload.before_model(state, runtime) if self.offload is not None else None
+    def _before_model_steps(
+        self, state: FoldwiseState, runtime: Runtime[Any]
+    ) -> Steps[dict[str, Any] | None]:
+        pre = None
+        if self.offload is not None:
+            pre = yield from self.offload.before_model_steps(state, runtime)
         prepared = self._prepare(state, runtime, pre)
         if prepared is None:
             return pre
-        key, kwargs = prepared
-        return self._commit(key, self.compactor.compact(**kwargs), pre)
+        key, options, messages, summary = prepared
+        outcome = yield from self.compactor.compact_steps(messages, summary, **options)
+        return self._commit(key, outcome, pre)
+
+    def before_model(self, state: FoldwiseState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Compact when a trigger fires or the next request would not fit."""
+        return run_sync(self._before_model_steps(state, runtime))
 
     async def abefore_model(
         self, state: FoldwiseState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async twin of `before_model`."""
-        pre = None
-        if self.offload is not None:
-            pre = await self.offload.abefore_model(state, runtime)
-        prepared = self._prepare(state, runtime, pre)
-        if prepared is None:
-            return pre
-        key, kwargs = prepared
-        return self._commit(key, await self.compactor.acompact(**kwargs), pre)
+        return await run_async(self._before_model_steps(state, runtime))
 
     # -- manual compaction ------------------------------------------------------------------
 
-    def _manual(
+    def compact_state_steps(
         self,
         state: FoldwiseState,
-        thread_id: str | None,
-        force: bool,
-        policy: CompactionPolicy | None,
-        model_name: str | None,
-    ) -> dict[str, Any]:
+        *,
+        thread_id: str | None = None,
+        force: bool = True,
+        policy: CompactionPolicy | None = None,
+        model_name: str | None = None,
+    ) -> Steps[CompactionOutcome]:
+        """Manual compaction of a state snapshot, as steps; observers are not notified."""
         if not self.enabled:
             raise CompactionDisabledError("compaction is disabled (summarization.enabled: false)")
         messages = list(state.get("messages") or [])
         ensure_message_ids(messages)
-        return {
-            "messages": messages,
-            "summary_text": state.get("summary_text"),
-            "force": force,
-            "policy": policy,
-            "static_tokens": self._static.get(thread_id or "", self._initial_static),
-            "thread_id": thread_id,
-            "model_name": model_name,
-            "manual": True,
-            "raise_on_failure": True,
-        }
+        key = thread_id or ""
+        return (
+            yield from self.compactor.compact_steps(
+                messages,
+                state.get("summary_text"),
+                force=force,
+                policy=policy or self._policy_for(key),
+                static_tokens=self._static.get(key, self._initial_static),
+                thread_id=thread_id,
+                model_name=model_name,
+                manual=True,
+                raise_on_failure=True,
+                publish=False,
+            )
+        )
 
-    def compact_state(
-        self,
-        state: FoldwiseState,
-        *,
-        thread_id: str | None = None,
-        force: bool = True,
-        policy: CompactionPolicy | None = None,
-        model_name: str | None = None,
-    ) -> CompactionOutcome:
-        """Manual compaction of a state snapshot; raises `SummaryGenerationError` on failure."""
-        kwargs = self._manual(state, thread_id, force, policy, model_name)
-        return self.compactor.compact(**kwargs)
+    def compact_state(self, state: FoldwiseState, **options: Any) -> CompactionOutcome:
+        """Manual compaction of a state snapshot; raises `SummaryGenerationError` on failure.
 
-    async def acompact_state(
-        self,
-        state: FoldwiseState,
-        *,
-        thread_id: str | None = None,
-        force: bool = True,
-        policy: CompactionPolicy | None = None,
-        model_name: str | None = None,
-    ) -> CompactionOutcome:
+        Keyword options as for `compact_state_steps`. Observers are notified by the caller
+        once the update is written (`self.compactor.publish(outcome)`).
+        """
+        return run_sync(self.compact_state_steps(state, **options))
+
+    async def acompact_state(self, state: FoldwiseState, **options: Any) -> CompactionOutcome:
         """Async twin of `compact_state`."""
-        kwargs = self._manual(state, thread_id, force, policy, model_name)
-        return await self.compactor.acompact(**kwargs)
+        return await run_async(self.compact_state_steps(state, **options))
 
     # -- the request itself (every model call) ----------------------------------------------
 
-    def _measure_and_fit(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        """Record the request's static size, render durable data if nobody did, fit the budget."""
-        summary = _summary_of(request.state)
-        messages: list[AnyMessage] = list(request.messages)
-        if not any(is_durable_data_message(m) for m in messages):
-            # Used without DurableContextMiddleware (or on an overflow retry): render the
-            # built-in channels ourselves so the summary never silently disappears.
-            sections = render_sections(request.state)
-            if sections:
-                projected, system = inject_durable_context(
-                    messages, sections, system_message=request.system_message
-                )
-                messages = cast(list[AnyMessage], projected)
-                request = request.override(messages=messages, system_message=system)
-        static = self.counter.count_tools(request.tools)
+    def _project(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """Render the durable channels into a request that has no data block yet."""
+        if self.durable is not None:
+            return self.durable.project(request)
+        # Used without DurableContextMiddleware: render the built-in channels ourselves so the
+        # summary never silently disappears.
+        sections = render_sections(request.state)
+        if not sections:
+            return request
+        projected, system = inject_durable_context(
+            request.messages, sections, system_message=request.system_message
+        )
+        return request.override(messages=cast(list[AnyMessage], projected), system_message=system)
+
+    def _measure(self, request: ModelRequest[Any]) -> tuple[int, int, int]:
+        """Tokens of the fixed part and of the conversation, and where the conversation starts.
+
+        The fixed part (system prompt, tool schemas, contract and data block) sits at the head
+        of the request: only the first few positions are looked at.
+        """
+        messages = request.messages
+        lead = split_head(messages)
+        static = self.counter.count_tools(request.tools) + head_tokens(messages, lead, self.counter)
         if request.system_message is not None:
             static += self.counter.count_message(request.system_message)
-        for message in messages:
-            if is_durable_data_message(message) or message.type == "system":
-                static += self.counter.count_message(message)
-        if summary:
-            static = max(0, static - self.counter.count_text(summary))
+        conversation = self.counter.count_messages(messages[lead:], anchor=False)
+        return static, conversation, lead
+
+    def _measure_and_fit(
+        self, request: ModelRequest[Any], policy: CompactionPolicy | None = None
+    ) -> tuple[ModelRequest[Any], int]:
+        """Record the request's static size, render durable data if nobody did, fit the budget.
+
+        Returns the request to send and its estimated total.
+        """
+        if self.durable is None and not any(
+            is_durable_data_message(m) for m in request.messages[: split_head(request.messages)]
+        ):
+            request = self._project(request)
         key = _thread_id(request.runtime) or ""
+        static, conversation, lead = self._measure(request)
+        summary = _summary_of(request.state)
+        planner_static = static - (self.counter.count_text(summary) if summary else 0)
         with self._lock:
-            self._static[key] = static
-        budget = self.policy.budget_limit
-        if budget is None:
-            return request
-        total = static + self.counter.count_messages(messages, anchor=False)
-        if total <= budget:
-            return request
-        return request.override(messages=self._clip_largest(messages, total - budget))
-
-    def _clip_largest(self, messages: list[AnyMessage], excess: int) -> list[AnyMessage]:
-        """Clip the largest tool results in this view (state keeps them whole) until it fits."""
-        order = sorted(
-            (i for i, m in enumerate(messages) if isinstance(m, ToolMessage)),
-            key=lambda i: self.counter.count_message(messages[i]),
-            reverse=True,
-        )
-        out = list(messages)
-        for index in order:
-            if excess <= 0:
-                break
-            message = out[index]
-            text = message_text(message)
-            tokens = self.counter.count_message(message)
-            keep_tokens = max(200, tokens - excess)
-            keep_chars = int(len(text) * keep_tokens / max(1, tokens))
-            if keep_chars >= len(text):
-                continue
-            head = keep_chars * 2 // 3
-            tail = keep_chars - head
-            clipped = (
-                text[:head]
-                + _CLIP_NOTE.format(count=len(text) - keep_chars)
-                + (text[-tail:] if tail else "")
+            self._static[key] = max(0, planner_static)
+        total = static + conversation
+        budget = (policy or self._policy_for(key)).budget_limit
+        if budget is None or total <= budget:
+            return request, total
+        messages = list(request.messages)
+        body, left = clip_largest(messages[lead:], total - budget, self.counter)
+        if left > 0:
+            logger.warning(
+                "request still %d tokens over the budget after clipping (thread %s)", left, key
             )
-            out[index] = message.model_copy(update={"content": clipped})
-            excess -= tokens - self.counter.count_message(out[index])
-            logger.warning("clipped tool result %s to fit the context window", message.id)
-        return out
-
-    def _overflow_compaction(self, request: ModelRequest[Any]) -> CompactionOutcome | None:
-        messages = list(request.state.get("messages") or [])
-        if not messages or not self.enabled:
-            return None
-        return self.compactor.compact(
-            messages,
-            _summary_of(request.state),
-            force=True,
-            trigger="overflow",
-            thread_id=_thread_id(request.runtime),
-        )
-
-    async def _aoverflow_compaction(self, request: ModelRequest[Any]) -> CompactionOutcome | None:
-        messages = list(request.state.get("messages") or [])
-        if not messages or not self.enabled:
-            return None
-        return await self.compactor.acompact(
-            messages,
-            _summary_of(request.state),
-            force=True,
-            trigger="overflow",
-            thread_id=_thread_id(request.runtime),
-        )
+        return request.override(messages=[*messages[:lead], *body]), budget + max(0, left)
 
     def _retry_request(
-        self, request: ModelRequest[Any], outcome: CompactionOutcome
+        self, request: ModelRequest[Any], outcome: CompactionOutcome | None
     ) -> ModelRequest[Any]:
-        # The durable block of the failed request holds the old summary: drop it (and its
-        # contract) and render the durable channels again with the new summary.
-        new_state = cast(AgentState[Any], {**request.state, "summary_text": outcome.summary_text})
-        retry = request.override(
-            messages=cast(list[AnyMessage], list(outcome.preserved)), state=new_state
+        """The request again from the compacted state, its durable block rendered afresh."""
+        if outcome is None or outcome.summary_text is None:
+            return request
+        state: dict[str, Any] = {
+            **request.state,
+            "summary_text": outcome.summary_text,
+            "messages": list(outcome.preserved),
+        }
+        if outcome.offload_refs:
+            state["offloads"] = [*(state.get("offloads") or []), *outcome.offload_refs]
+        lead = split_head(request.messages)
+        keep_head = [
+            m
+            for m in request.messages[:lead]
+            if isinstance(m, SystemMessage) and m.text != AUTHORITY_CONTRACT
+        ]
+        base = request.override(
+            messages=[*keep_head, *cast(list[AnyMessage], list(outcome.preserved))],
+            system_message=strip_contract(request.system_message),
+            state=cast(AgentState[Any], state),
         )
-        return self._measure_and_fit(retry)
+        return self._project(base)
+
+    def _overflow_policy(
+        self, request: ModelRequest[Any], error: BaseException, estimated: int
+    ) -> CompactionPolicy:
+        """Recalibrate the thread from the provider's refusal and return the shrunk policy."""
+        key = _thread_id(request.runtime) or ""
+        limit, counted = overflow_numbers(error)
+        current = self._scale.get(key, 1.0)
+        if counted is not None and estimated > 0:
+            scale = max(current * 1.1, counted / estimated)
+        else:
+            scale = current * OVERFLOW_SHRINK
+        with self._lock:
+            self._scale[key] = scale
+        logger.warning(
+            "context overflow (thread %s): provider window %s, request %s tokens, estimate %d; "
+            "planning with %.2fx the estimate from now on",
+            key,
+            limit,
+            counted,
+            estimated,
+            scale,
+        )
+        window = limit or self.policy.context_window or int(estimated * current)
+        return self._policy_for(key, window)
+
+    def _overflow_compaction_steps(
+        self, request: ModelRequest[Any], policy: CompactionPolicy
+    ) -> Steps[CompactionOutcome | None]:
+        messages = list(request.state.get("messages") or [])
+        if not messages or not self.enabled:
+            return None
+        key = _thread_id(request.runtime) or ""
+        outcome = yield from self.compactor.compact_steps(
+            messages,
+            _summary_of(request.state),
+            force=True,
+            trigger="overflow",
+            policy=policy,
+            static_tokens=self._static.get(key, self._initial_static),
+            thread_id=key or None,
+            run_id=_run_id(),
+        )
+        return outcome if outcome.compacted else None
+
+    def _model_call_steps(
+        self, request: ModelRequest[Any], handler: Callable[..., Any]
+    ) -> Steps[ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]]:
+        """Measure, fit and send; on provider overflow compact to its numbers and retry."""
+        sent, estimated = self._measure_and_fit(request)
+        outcome: CompactionOutcome | None = None
+        for attempt in range(_MAX_OVERFLOW_RETRIES + 1):
+            try:
+                response = yield Io.handler(handler, sent)
+            except Exception as err:
+                if not is_context_overflow(err):
+                    raise
+                if attempt == _MAX_OVERFLOW_RETRIES:
+                    raise ContextOverflowError(
+                        "the request still exceeds the provider's window after compaction and "
+                        f"clipping ({attempt} retries, thread {_thread_id(request.runtime)}): {err}"
+                    ) from err
+                policy = self._overflow_policy(request, err, estimated)
+                if outcome is None:
+                    outcome = yield from self._overflow_compaction_steps(request, policy)
+                sent, estimated = self._measure_and_fit(
+                    self._retry_request(request, outcome), policy
+                )
+                continue
+            self._after_response(sent, response, estimated)
+            return response if outcome is None else self._with_commit(response, outcome)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _after_response(self, sent: ModelRequest[Any], response: Any, estimated: int) -> None:
+        """Learn the provider's scale from the usage it reported for this request."""
+        messages = response.result if isinstance(response, ModelResponse) else [response]
+        for message in messages:
+            usage = getattr(message, "usage_metadata", None)
+            if isinstance(message, AIMessage) and usage and usage.get("input_tokens"):
+                key = _thread_id(sent.runtime) or ""
+                self._calibrate(key, int(usage["input_tokens"]), estimated)
 
     @staticmethod
     def _with_commit(
@@ -441,18 +532,8 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        """Measure, fit and send the request; on a context overflow compact once and retry."""
-        request = self._measure_and_fit(request)
-        try:
-            return handler(request)
-        except Exception as err:
-            if not is_context_overflow(err):
-                raise
-            outcome = self._overflow_compaction(request)
-            if outcome is None or not outcome.compacted:
-                raise
-            logger.warning("context overflow: compacted and retrying once (%s)", err)
-            return self._with_commit(handler(self._retry_request(request, outcome)), outcome)
+        """Measure, fit and send the request; on a context overflow compact and retry."""
+        return run_sync(self._model_call_steps(request, handler))
 
     async def awrap_model_call(
         self,
@@ -460,15 +541,4 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
-        request = self._measure_and_fit(request)
-        try:
-            return await handler(request)
-        except Exception as err:
-            if not is_context_overflow(err):
-                raise
-            outcome = await self._aoverflow_compaction(request)
-            if outcome is None or not outcome.compacted:
-                raise
-            logger.warning("context overflow: compacted and retrying once (%s)", err)
-            response = await handler(self._retry_request(request, outcome))
-            return self._with_commit(response, outcome)
+        return await run_async(self._model_call_steps(request, handler))

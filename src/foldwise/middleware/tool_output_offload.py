@@ -26,6 +26,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
+from foldwise._steps import Io, Steps
 from foldwise.config import FoldwiseConfig, OffloadConfig
 from foldwise.messages import OFFLOAD_FLAG
 from foldwise.offload import (
@@ -422,3 +423,21 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             )
             return None
         return ref.to_dict()
+
+    # -- TEMPORARY shims until the offload branch lands (replaced by real step generators) --
+
+    def before_model_steps(self, state: Any, runtime: Any) -> Steps[dict[str, Any] | None]:
+        """Temporary."""
+        return (yield Io.of(self.before_model, self.abefore_model, state, runtime))  # type: ignore[no-any-return]
+
+    def archive_steps(
+        self, messages: Sequence[BaseMessage], thread_id: str | None
+    ) -> Steps[dict[str, Any] | None]:
+        """Temporary."""
+        return (yield Io.call(self.archive_messages, messages, thread_id))  # type: ignore[no-any-return]
+
+    def offload_user_message_steps(
+        self, message: BaseMessage, thread_id: str | None
+    ) -> Steps[tuple[BaseMessage, dict[str, Any]] | None]:
+        """Temporary."""
+        return (yield Io.call(self.offload_user_message, message, thread_id))  # type: ignore[no-any-return]
