@@ -1,0 +1,253 @@
+"""Provider overflow recovery, the request budget and the retry's durable block (issue 10).
+
+Items 4 (recover from the provider's numbers), 7 (the durable block counted once) and 11 (the
+overflow retry renders every durable channel, custom ones included, once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent as lc_create_agent
+from langchain.agents.middleware import ModelRequest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool as lc_tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.runtime import Runtime
+
+import foldwise
+from foldwise.compaction import CompactionPolicy
+from foldwise.config import parse_config
+from foldwise.durable import (
+    AUTHORITY_CONTRACT,
+    DurableChannel,
+    escape_value,
+    is_durable_data_message,
+)
+from foldwise.middleware._request_fit import overflow_numbers
+from foldwise.testing import ScriptedChatModel
+from foldwise.tokens import get_counter
+
+THREAD = {"configurable": {"thread_id": "t-overflow"}}
+
+
+def _tool_loop_agent(calls: int) -> tuple[Any, ScriptedChatModel, list[int]]:
+    """An agent whose provider counts 3x the estimate, in a 4,000-token window."""
+    estimate = get_counter()
+    done: list[int] = []
+
+    @lc_tool
+    def lookup(i: int) -> str:
+        """Look something up."""
+        done.append(i)
+        return f"record {i}: " + "the ledger line was reconciled against the bank export. " * 25
+
+    def next_step(messages: list[BaseMessage]) -> AIMessage:
+        step = len(done)
+        if step >= calls:
+            return AIMessage("done")
+        return AIMessage("", tool_calls=[{"name": "lookup", "args": {"i": step}, "id": f"c{step}"}])
+
+    model = ScriptedChatModel(
+        default=next_step,
+        context_window=4000,
+        input_token_counter=lambda ms: 3 * estimate.count_messages(ms, anchor=False),
+    )
+    model.profile = {"max_input_tokens": 4000}
+    config = parse_config(
+        {
+            "summarization": {
+                "model_name": "extractive",
+                "reserved_output_tokens": 500,
+                "min_gain_tokens": 0,
+                "keep": {"type": "messages", "value": 4},
+            },
+            "offload": {"enabled": False},
+        }
+    )
+    agent = foldwise.create_agent(config, model=model, tools=[lookup], checkpointer=InMemorySaver())
+    return agent, model, done
+
+
+def _overflows(model: ScriptedChatModel) -> int:
+    estimate = get_counter()
+    return sum(
+        1
+        for r in model.requests
+        if 3 * estimate.count_messages(r.messages, anchor=False) > 4000
+    )
+
+
+def test_a_3x_provider_in_a_4k_window_completes_a_12_call_tool_loop() -> None:
+    agent, model, done = _tool_loop_agent(12)
+    result = agent.invoke({"messages": [HumanMessage("Reconcile the 12 records.")]}, THREAD)
+    assert result["messages"][-1].content == "done"
+    assert done == list(range(12))
+    # The first refusal calibrates the thread: later requests are planned in provider units.
+    assert _overflows(model) <= 2
+    receipts = agent.get_state(THREAD).values["compactions"]
+    assert any(r["trigger"] == "overflow" for r in receipts)
+
+
+def test_a_3x_provider_in_a_4k_window_completes_a_12_call_tool_loop_async() -> None:
+    agent, model, done = _tool_loop_agent(12)
+
+    async def run() -> dict[str, Any]:
+        return await agent.ainvoke(
+            {"messages": [HumanMessage("Reconcile the 12 records.")]}, THREAD
+        )
+
+    result = asyncio.run(run())
+    assert result["messages"][-1].content == "done"
+    assert done == list(range(12))
+    assert _overflows(model) <= 2
+
+
+def test_an_unfittable_request_fails_with_a_clear_error_after_bounded_retries() -> None:
+    def refuse(messages: list[BaseMessage]) -> AIMessage:
+        raise AssertionError("never answered")
+
+    model = ScriptedChatModel(default=refuse, context_window=1)
+    config = parse_config({"summarization": {"model_name": "extractive", "min_gain_tokens": 0}})
+    agent = foldwise.create_agent(config, model=model, checkpointer=InMemorySaver())
+    from langchain_core.exceptions import ContextOverflowError
+
+    with pytest.raises(ContextOverflowError, match="after compaction and clipping"):
+        agent.invoke({"messages": [HumanMessage("hello there")]}, THREAD)
+    assert len(model.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "This model's maximum context length is 8192 tokens. However, your messages "
+            "resulted in 9,731 tokens.",
+            (8192, 9731),
+        ),
+        ("prompt is too long: 210000 tokens > 200000 maximum", (200000, 210000)),
+        ("context_length_exceeded: 12000 input tokens exceed the 4000-token window", (4000, 12000)),
+        ("context window exceeded", (None, None)),
+    ],
+)
+def test_provider_numbers_are_read_from_overflow_errors(
+    text: str, expected: tuple[int | None, int | None]
+) -> None:
+    assert overflow_numbers(ValueError(text)) == expected
+
+
+# -- item 7: the durable block is counted once -----------------------------------------------
+
+
+def _request(
+    messages: list[BaseMessage], state: dict[str, Any], model: ScriptedChatModel
+) -> ModelRequest[Any]:
+    return ModelRequest(
+        model=model,
+        messages=messages,  # type: ignore[arg-type]
+        system_message=SystemMessage("You are careful."),
+        tools=[],
+        state=state,  # type: ignore[arg-type]
+        runtime=Runtime(context=None),
+    )
+
+
+def test_a_request_that_fits_is_not_clipped_because_the_block_was_counted_twice() -> None:
+    model = ScriptedChatModel(default="ok")
+    durable = foldwise.DurableContextMiddleware()
+    summary = "Decisions so far: keep the public API; billing retries use backoff. " * 30
+    messages: list[BaseMessage] = [
+        HumanMessage("check the export", id="h1"),
+        AIMessage("", tool_calls=[{"name": "x", "args": {}, "id": "c1"}], id="a1"),
+        ToolMessage("row of the export, reconciled. " * 200, tool_call_id="c1", id="t1"),
+    ]
+    state = {"messages": messages, "summary_text": summary}
+    projected = durable.project(_request(messages, state, model))
+    counter = get_counter()
+    total = counter.count_message(projected.system_message) + counter.count_messages(
+        projected.messages, anchor=False
+    )
+    block = sum(
+        counter.count_message(m) for m in projected.messages if m.id not in {"h1", "a1", "t1"}
+    )
+    assert block > 100
+    # A budget the request fits with the block counted once, and would not with it counted twice.
+    policy = CompactionPolicy(context_window=total + block // 2, reserved_output_tokens=0)
+    middleware = foldwise.SummarizationMiddleware(
+        model=model, policy=policy, counter=counter, durable=durable
+    )
+    sent, estimated = middleware._measure_and_fit(projected)
+    assert estimated == total
+    tool_view = next(m for m in sent.messages if isinstance(m, ToolMessage))
+    assert "clipped" not in str(tool_view.content)
+
+
+# -- item 11: the overflow retry renders every channel once ----------------------------------
+
+
+def _pinned_agent(merge_contract: bool) -> tuple[Any, ScriptedChatModel]:
+    def capture(messages: Any, state: Any) -> list[str] | None:
+        pins = [
+            str(m.content).removeprefix("PIN: ")
+            for m in messages
+            if isinstance(m, HumanMessage) and str(m.content).startswith("PIN: ")
+        ]
+        return pins or None
+
+    pins = DurableChannel(
+        "pinned",
+        lambda value: "## Pinned\n" + "\n".join(f"- {escape_value(v)}" for v in value),
+        reducer=lambda a, b: list(dict.fromkeys([*(a or []), *(b or [])])),
+        capture=capture,
+    )
+    durable = foldwise.DurableContextMiddleware(channels=[pins], merge_contract=merge_contract)
+    model = ScriptedChatModel(
+        default="fine", input_token_counter=lambda ms: sum(len(str(m.content)) // 4 for m in ms)
+    )
+    summarization = foldwise.SummarizationMiddleware(
+        config=parse_config(
+            {
+                "summarization": {
+                    "model_name": "extractive",
+                    "trigger": {"type": "tokens", "value": 10**6},
+                    "keep": {"type": "messages", "value": 2},
+                    "min_gain_tokens": 0,
+                    "preserve_human": {"mode": "latest"},
+                }
+            }
+        ),
+        model=model,
+        durable=durable,
+    )
+    agent = lc_create_agent(
+        model,
+        middleware=[durable, summarization],
+        system_prompt="You are careful.",
+        checkpointer=InMemorySaver(),
+        state_schema=foldwise.FoldwiseState,
+    )
+    return agent, model
+
+
+@pytest.mark.parametrize("merge_contract", [False, True])
+def test_the_overflow_retry_keeps_custom_channels_and_one_contract(merge_contract: bool) -> None:
+    agent, model = _pinned_agent(merge_contract)
+    big = "word " * 400
+    agent.invoke({"messages": [HumanMessage("PIN: never touch the billing table")]}, THREAD)
+    for i in range(3):
+        agent.invoke({"messages": [HumanMessage(f"{i} {big}")]}, THREAD)
+    model.context_window = 900
+    agent.invoke({"messages": [HumanMessage("final question")]}, THREAD)
+    state = agent.get_state(THREAD).values
+    assert state["compactions"][-1]["trigger"] == "overflow"
+    retry = model.requests[-1].messages
+    systems = [m for m in retry if isinstance(m, SystemMessage)]
+    contracts = [m for m in systems if AUTHORITY_CONTRACT in m.text]
+    assert len(contracts) == 1
+    assert len(systems) == (1 if merge_contract else 2)
+    data = [m for m in retry if is_durable_data_message(m)]
+    assert len(data) == 1
+    assert "never touch the billing table" in str(data[0].content)
+    assert "Conversation summary" in str(data[0].content)
