@@ -1,16 +1,29 @@
-"""Benchmark: per-call compaction decision cost, foldwise vs LangChain's middleware."""
+"""Benchmark: the whole per-model-call cost of foldwise's middleware vs LangChain's.
+
+What a user pays on every model call is every hook the middleware stack runs around it:
+`before_model` of each middleware, the `wrap_model_call` chain (with a handler that answers
+at once) and `after_model`. Both stacks are timed that way, on the same growing history, in
+the same process; neither compacts (triggers are out of reach), so this is the steady-state
+overhead of deciding. The LangChain peer is `SummarizationMiddleware`, whose only per-call
+hook is `before_model`.
+"""
 
 from __future__ import annotations
 
 import platform
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-__all__ = ["DecisionBenchResult", "run_decision_benchmark"]
+__all__ = ["DecisionBenchResult", "per_call_cost", "run_decision_benchmark"]
+
+_ANSWER = AIMessage("ok", id="answer")
 
 
 def _pair(i: int) -> list[BaseMessage]:
@@ -38,25 +51,74 @@ def _history(n: int) -> list[BaseMessage]:
     return messages[:n]
 
 
+def _overrides(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
+    return getattr(type(middleware), hook) is not getattr(AgentMiddleware, hook)
+
+
+def per_call_cost(
+    middlewares: Sequence[AgentMiddleware[Any, Any, Any]], model: BaseChatModel
+) -> Callable[[dict[str, Any], Any], None]:
+    """A function running one model call's worth of hooks of `middlewares` on a state."""
+    before = [m.before_model for m in middlewares if _overrides(m, "before_model")]
+    after = [m.after_model for m in middlewares if _overrides(m, "after_model")]
+    wrappers = [m.wrap_model_call for m in middlewares if _overrides(m, "wrap_model_call")]
+
+    def answer(request: ModelRequest[Any]) -> ModelResponse[Any]:
+        return ModelResponse(result=[_ANSWER])
+
+    handler: Callable[[ModelRequest[Any]], Any] = answer
+    for wrap in reversed(wrappers):
+        handler = (lambda w, h: lambda request: w(request, h))(wrap, handler)
+
+    def call(state: dict[str, Any], runtime: Any) -> None:
+        for hook in before:
+            hook(state, runtime)
+        if wrappers:
+            handler(
+                ModelRequest(
+                    model=model,
+                    messages=state["messages"],
+                    system_message=None,
+                    tools=[],
+                    state=state,  # type: ignore[arg-type]
+                    runtime=runtime,
+                )
+            )
+        for hook in after:
+            hook(state, runtime)
+
+    return call
+
+
 @dataclass
 class DecisionBenchResult:
-    """Per-call decision cost on a growing run, for both middlewares."""
+    """Per-call cost on a growing run, for both stacks, plus foldwise at fixed sizes."""
 
     calls: int
     start_messages: int
     end_messages: int
     foldwise_ms: list[float] = field(default_factory=list)
     langchain_ms: list[float] = field(default_factory=list)
+    foldwise_at: dict[int, float] = field(default_factory=dict)
+    langchain_at: dict[int, float] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
         """Foldwise total time / LangChain total time."""
         return sum(self.foldwise_ms) / max(1e-9, sum(self.langchain_ms))
 
+    @property
+    def growth(self) -> float | None:
+        """Foldwise per-call median at the largest fixed size / at the smallest."""
+        if len(self.foldwise_at) < 2:
+            return None
+        sizes = sorted(self.foldwise_at)
+        return self.foldwise_at[sizes[-1]] / max(1e-9, self.foldwise_at[sizes[0]])
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
         return {
-            "benchmark": "decision_cost",
+            "benchmark": "per_call_cost",
             "calls": self.calls,
             "messages": [self.start_messages, self.end_messages],
             "foldwise_total_ms": round(sum(self.foldwise_ms), 2),
@@ -64,46 +126,88 @@ class DecisionBenchResult:
             "foldwise_median_ms": round(statistics.median(self.foldwise_ms), 4),
             "langchain_median_ms": round(statistics.median(self.langchain_ms), 4),
             "ratio_foldwise_over_langchain": round(self.ratio, 4),
+            "foldwise_median_ms_at": {str(k): round(v, 4) for k, v in self.foldwise_at.items()},
+            "langchain_median_ms_at": {str(k): round(v, 4) for k, v in self.langchain_at.items()},
+            "foldwise_growth_largest_over_smallest": (
+                round(self.growth, 3) if self.growth is not None else None
+            ),
             "python": platform.python_version(),
         }
 
     def to_markdown(self) -> str:
         """A small Markdown table."""
         d = self.to_dict()
-        return "\n".join(
-            [
-                f"Decision cost over {d['calls']} calls ({d['messages'][0]} -> {d['messages'][1]} "
-                "messages, no compaction firing):",
+        lines = [
+            f"Whole per-call cost over {d['calls']} calls ({d['messages'][0]} -> "
+            f"{d['messages'][1]} messages, no compaction firing): every hook each stack runs "
+            "around one model call.",
+            "",
+            "| middleware stack | total ms | median ms/call |",
+            "|---|---:|---:|",
+            f"| foldwise (durable, summarization, offload) | {d['foldwise_total_ms']} | "
+            f"{d['foldwise_median_ms']} |",
+            f"| LangChain SummarizationMiddleware | {d['langchain_total_ms']} | "
+            f"{d['langchain_median_ms']} |",
+            "",
+            f"ratio foldwise / LangChain: **{d['ratio_foldwise_over_langchain']}**",
+        ]
+        if self.foldwise_at:
+            lines += ["", "| messages | foldwise ms/call | LangChain ms/call |", "|---:|---:|---:|"]
+            for size in sorted(self.foldwise_at):
+                lines.append(
+                    f"| {size:,} | {self.foldwise_at[size]:.4f} | "
+                    f"{self.langchain_at.get(size, float('nan')):.4f} |"
+                )
+            lines += [
                 "",
-                "| middleware | total ms | median ms/call |",
-                "|---|---:|---:|",
-                f"| foldwise | {d['foldwise_total_ms']} | {d['foldwise_median_ms']} |",
-                f"| LangChain SummarizationMiddleware | {d['langchain_total_ms']} | "
-                f"{d['langchain_median_ms']} |",
-                "",
-                f"ratio foldwise / LangChain: **{d['ratio_foldwise_over_langchain']}**",
+                "foldwise growth, largest / smallest: "
+                f"**{d['foldwise_growth_largest_over_smallest']}**",
             ]
-        )
+        return "\n".join(lines)
 
 
-def run_decision_benchmark(*, calls: int = 1000, start: int = 200) -> DecisionBenchResult:
-    """Time `before_model` of both middlewares on the same growing history.
-
-    Triggers are set so neither compacts: this measures the decision every model call pays.
-    """
+def _stacks() -> tuple[Callable[..., None], Callable[..., None]]:
     from langchain.agents.middleware import SummarizationMiddleware as LangChainSummarization
+
+    from foldwise.agent import build_middlewares
+    from foldwise.config import parse_config
+    from foldwise.summarizers import ExtractiveSummarizer
+
+    model = ExtractiveSummarizer()  # never called: the handler answers at once
+    config = parse_config(
+        {
+            "summarization": {"trigger": {"type": "tokens", "value": 10**9}},
+            "offload": {"root": ".foldwise/bench-artifacts"},
+        }
+    )
+    ours = per_call_cost(build_middlewares(config, model=model), model)
+    theirs = per_call_cost([LangChainSummarization(model=model, trigger=("tokens", 10**9))], model)
+    return ours, theirs
+
+
+def _median_at(call: Callable[..., None], size: int, runtime: Any, repeats: int = 30) -> float:
+    messages = _history(size)
+    times: list[float] = []
+    for i in range(repeats):
+        messages = [*messages, *_pair(size + i)]
+        state = {"messages": messages}
+        t0 = time.perf_counter()
+        call(state, runtime)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def run_decision_benchmark(
+    *, calls: int = 1000, start: int = 200, sizes: Sequence[int] = (1_000, 10_000)
+) -> DecisionBenchResult:
+    """Time one model call's hooks of both stacks on the same growing history.
+
+    Triggers are set so neither compacts: this measures what every model call pays. Then
+    foldwise and LangChain are timed at fixed history sizes to show how the cost grows.
+    """
     from langgraph.runtime import Runtime
 
-    from foldwise.config import parse_config
-    from foldwise.middleware import SummarizationMiddleware
-    from foldwise.testing import ScriptedChatModel
-
-    model = ScriptedChatModel(default="summary")
-    ours = SummarizationMiddleware(
-        config=parse_config({"summarization": {"trigger": {"type": "tokens", "value": 10**9}}}),
-        model=model,
-    )
-    theirs = LangChainSummarization(model=model, trigger=("tokens", 10**9))
+    ours, theirs = _stacks()
     runtime: Runtime[Any] = Runtime(context=None)
     messages = _history(start)
     result = DecisionBenchResult(calls=calls, start_messages=start, end_messages=start + 2 * calls)
@@ -111,12 +215,15 @@ def run_decision_benchmark(*, calls: int = 1000, start: int = 200) -> DecisionBe
     for _ in range(calls):
         messages = [*messages, *_pair(next_pair)]
         next_pair += 1
-        state: Any = {"messages": messages}
+        state: dict[str, Any] = {"messages": messages}
         t0 = time.perf_counter()
-        ours.before_model(state, runtime)
+        ours(state, runtime)
         t1 = time.perf_counter()
-        theirs.before_model(state, runtime)
+        theirs(state, runtime)
         t2 = time.perf_counter()
         result.foldwise_ms.append((t1 - t0) * 1000)
         result.langchain_ms.append((t2 - t1) * 1000)
+    for size in sizes:
+        result.foldwise_at[size] = _median_at(ours, size, runtime)
+        result.langchain_at[size] = _median_at(theirs, size, runtime)
     return result

@@ -12,6 +12,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from foldwise._incremental import NewMessages
 from foldwise.config import FoldwiseConfig
 from foldwise.durable._channels import BUILTIN_CHANNELS, DurableChannel, render_sections
 from foldwise.durable._delegations import (
@@ -28,6 +29,12 @@ __all__ = ["DurableContextMiddleware"]
 logger = logging.getLogger(__name__)
 
 ToolResult = ToolMessage | Command[Any]
+
+
+def _thread_key(runtime: Any) -> str:
+    info = getattr(runtime, "execution_info", None)
+    thread = getattr(info, "thread_id", None)
+    return str(thread) if thread else ""
 
 
 class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
@@ -64,6 +71,8 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         self.custom_channels = tuple(channels)
         self.channels = (*BUILTIN_CHANNELS, *self.custom_channels)
         self.merge_contract = merge_contract
+        self._watched = self.delegation_tools | self.skill_read_tools
+        self._new = NewMessages()
         if self.custom_channels:
             fields: dict[str, Any] = {}
             for channel in self.custom_channels:
@@ -102,6 +111,11 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             ]
             if entries:
                 update["skill_context"] = entries
+        update.update(self._capture_custom(messages, state) or {})
+        return update or None
+
+    def _capture_custom(self, messages: list[AnyMessage], state: Any) -> dict[str, Any] | None:
+        update: dict[str, Any] = {}
         for channel in self.custom_channels:
             if channel.capture is None:
                 continue
@@ -114,20 +128,52 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
                 update[channel.key] = value
         return update or None
 
+    def new_run(self, thread_key: str) -> None:
+        """Scan the whole history on the next call (a run starts: the history may be edited).
+
+        `SummarizationMiddleware.before_agent` calls this for the agent's own durable
+        middleware; between runs, `update_state` can replace any message.
+        """
+        self._new.forget(thread_key)
+
+    def _relevant(self, message: AnyMessage) -> bool:
+        """Whether a message can change the delegation or skill channels."""
+        if isinstance(message, AIMessage):
+            return any(call.get("name") in self._watched for call in message.tool_calls)
+        if isinstance(message, ToolMessage):
+            return (
+                message.name is None
+                or message.name in self._watched
+                or SKILL_METADATA_KEY in message.additional_kwargs
+            )
+        return False
+
     def before_model(self, state: FoldwiseState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Record delegations, skill reads and custom channels before compaction can run."""
+        """Record delegations, skill reads and custom channels before compaction can run.
+
+        Only messages added since the previous call are looked at when the history merely
+        grew; the built-in channels are re-extracted only when one of those can change them.
+        """
+        messages = state.get("messages") or []
+        new = self._new.since(_thread_key(runtime), messages)
+        if new is not None and not any(map(self._relevant, new)):
+            if not self.custom_channels:
+                return None
+            return self._capture_custom(list(messages), state)
         return self._capture(state, skills=True)
 
     async def abefore_model(
         self, state: FoldwiseState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async twin of `before_model`."""
-        return self._capture(state, skills=True)
+        """Async twin of `before_model` (no I/O)."""
+        return self.before_model(state, runtime)
 
     def after_model(self, state: FoldwiseState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Record delegations dispatched by the model's latest answer (in progress)."""
         last = state["messages"][-1] if state.get("messages") else None
         if not isinstance(last, AIMessage) or not last.tool_calls:
+            return None
+        if not any(call.get("name") in self.delegation_tools for call in last.tool_calls):
             return None
         update = self._capture(state, skills=False)
         return (

@@ -270,9 +270,12 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         return update
 
     def before_agent(self, state: FoldwiseState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Start a new run: reset the per-run compaction count."""
+        """Start a new run: reset the per-run compaction count and the incremental scans."""
+        key = _thread_id(runtime) or ""
         with self._lock:
-            self._run_counts[_thread_id(runtime) or ""] = 0
+            self._run_counts[key] = 0
+        if self.durable is not None:
+            self.durable.new_run(key)
         return None
 
     async def abefore_agent(
