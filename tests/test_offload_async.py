@@ -197,7 +197,7 @@ async def test_agent_with_async_only_store_offloads_and_reads_tool_output(tmp_pa
     assert not (tmp_path / "unused").exists()
 
 
-def _compaction_config(root: Path, **offload: Any) -> Any:
+def _compaction_config(root: Path, **summarization: Any) -> Any:
     return parse_config(
         {
             "summarization": {
@@ -205,8 +205,9 @@ def _compaction_config(root: Path, **offload: Any) -> Any:
                 "keep": {"type": "messages", "value": 2},
                 "min_gain_tokens": 0,
                 "model_name": "extractive",
+                **summarization,
             },
-            "offload": {"root": str(root), **offload},
+            "offload": {"root": str(root)},
         }
     )
 
@@ -214,17 +215,19 @@ def _compaction_config(root: Path, **offload: Any) -> Any:
 @pytest.mark.xfail(strict=False, reason="engine wiring pending (Compactor.acompact -> steps)")
 async def test_agent_with_async_only_store_archives_and_offloads_input(tmp_path: Path) -> None:
     backend = AsyncOnlyStore()
-    config = _compaction_config(tmp_path / "unused", human_token_limit=10**6)
+    config = _compaction_config(tmp_path / "unused", preserve_human={"max_tokens": 40})
     model = ScriptedChatModel(default="ok " * 50)
-    agent = foldwise.create_agent(
-        config, model=model, store=backend, checkpointer=InMemorySaver()
-    )
-    await agent.ainvoke({"messages": [HumanMessage("note: the vault code is ZX-4471")]}, THREAD)
+    agent = foldwise.create_agent(config, model=model, store=backend, checkpointer=InMemorySaver())
+    note = "note: the vault code is ZX-4471. " + "Background detail. " * 40
+    await agent.ainvoke({"messages": [HumanMessage(note)]}, THREAD)
     for i in range(4):
         await agent.ainvoke({"messages": [HumanMessage(f"step {i}")]}, THREAD)
-    state = (await agent.aget_state(THREAD)).values
-    receipt = state["compactions"][0]
+    receipt = (await agent.aget_state(THREAD)).values["compactions"][0]
+    store = StoreArtifactStore(backend)
     assert receipt["archive_id"], "the compacted span is archived through the async store"
+    assert "ok ok" in await store.aget("th-async", receipt["archive_id"])
+    (offloaded,) = receipt["offloaded_ids"]
+    assert await store.aget("th-async", offloaded) == note
     assert backend.sync_calls == []
 
 
@@ -257,11 +260,11 @@ def _no_checkpointer_agent(tmp_path: Path) -> Any:
 
 
 def _check_archive_found(out: dict[str, Any]) -> None:
+    answer = out["messages"][-1].text
+    assert answer.startswith("search said: ") and "Error" not in answer, answer
+    assert "the vault code is ZX-4471" in answer
     archives = [o for o in out["offloads"] if o["kind"] == "archive"]
     assert archives and {a["thread_id"] for a in archives} == {NO_THREAD}
-    answer = out["messages"][-1].text
-    assert answer.startswith("search said: ") and "Error" not in answer
-    assert "the vault code is ZX-4471" in answer
 
 
 def test_archive_without_checkpointer_is_searchable(tmp_path: Path) -> None:

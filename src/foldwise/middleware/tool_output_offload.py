@@ -9,6 +9,11 @@
   replaced, under the same id, by a notice and preview. Smaller input is never touched.
 - Every offload is recorded in the `offloads` state channel (reducer `merge_offloads`).
 - The `read_offloaded` and `search_offloaded` tools are added to the agent.
+
+Each hook is written once as a step generator (`wrap_tool_call_steps`, `before_model_steps`,
+`offload_user_message_steps`, `archive_steps`; see `foldwise._steps`): the sync hooks run it with
+blocking store calls, the async hooks with the store's `a`-methods only. Every thread id comes
+from `foldwise._thread_id.resolve_thread_id`, the resolver the read/search tools use.
 """
 
 from __future__ import annotations

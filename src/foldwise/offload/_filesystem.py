@@ -11,6 +11,9 @@ anywhere inside the root, to a folder or a file, is refused (`ELOOP`), so nothin
 root is ever read, created or replaced. Writes go to a temporary file in the same folder, are
 fsynced and renamed into place (an atomic replace on POSIX), then the folder is fsynced.
 
+The primitives are blocking calls; the async methods (`aput`, `aread_page`, ...) run each in a
+worker thread (`BlockingArtifactStore`), so no `fsync` happens on the event loop.
+
 Needs POSIX `dir_fd` support (Linux, macOS, the BSDs); elsewhere the constructor raises
 `StorageError` and `StoreArtifactStore` is the way to go.
 """

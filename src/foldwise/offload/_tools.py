@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 READ_TOOL_NAME = "read_offloaded"
 SEARCH_TOOL_NAME = "search_offloaded"
@@ -139,6 +140,21 @@ _MaxMatches = Annotated[int, Field(description="Stop after this many matching ro
 _Regex = Annotated[bool, Field(description="Treat the pattern as a Python regular expression.")]
 
 
+def _answer_steps(
+    runtime: ToolRuntime[Any, Any] | None,
+    artifact_id: str,
+    ask: Callable[[str], Io[T]],
+    render: Callable[[T], str],
+) -> Steps[str]:
+    """Resolve the run's thread, perform the store request `ask(thread)`, render the answer."""
+    thread_id = resolve_thread_id(runtime)
+    try:
+        found = yield from perform(ask(thread_id))
+    except _Handled as exc:
+        return _error(exc, thread_id, artifact_id)
+    return render(found)
+
+
 def _read_steps(
     store: ArtifactStore,
     max_page_chars: int,
@@ -147,22 +163,19 @@ def _read_steps(
     offset: int = 0,
     limit: int = 200,
 ) -> Steps[str]:
-    thread_id = resolve_thread_id(runtime)
-    try:
-        page = yield from perform(
-            Io.of(
-                store.read_page,
-                store.aread_page,
-                thread_id,
-                artifact_id,
-                offset=max(0, offset),
-                limit=max(1, min(MAX_PAGE_ROWS, limit)),
-                max_chars=max_page_chars,
-            )
+    def ask(thread_id: str) -> Io[ArtifactPage]:
+        limit_rows = max(1, min(MAX_PAGE_ROWS, limit))
+        return Io.of(
+            store.read_page,
+            store.aread_page,
+            thread_id,
+            artifact_id,
+            offset=max(0, offset),
+            limit=limit_rows,
+            max_chars=max_page_chars,
         )
-    except _Handled as exc:
-        return _error(exc, thread_id, artifact_id)
-    return format_page(page)
+
+    return _answer_steps(runtime, artifact_id, ask, format_page)
 
 
 def _search_steps(
@@ -174,23 +187,19 @@ def _search_steps(
     max_matches: int = 20,
     regex: bool = False,
 ) -> Steps[str]:
-    thread_id = resolve_thread_id(runtime)
-    try:
-        result = yield from perform(
-            Io.of(
-                store.search,
-                store.asearch,
-                thread_id,
-                artifact_id,
-                pattern,
-                regex=regex,
-                max_matches=max_matches,
-                timeout_seconds=timeout_seconds,
-            )
+    def ask(thread_id: str) -> Io[ArtifactSearchResult]:
+        return Io.of(
+            store.search,
+            store.asearch,
+            thread_id,
+            artifact_id,
+            pattern,
+            regex=regex,
+            max_matches=max_matches,
+            timeout_seconds=timeout_seconds,
         )
-    except _Handled as exc:
-        return _error(exc, thread_id, artifact_id)
-    return format_search(result)
+
+    return _answer_steps(runtime, artifact_id, ask, format_search)
 
 
 def offload_tools(

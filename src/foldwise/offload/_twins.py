@@ -30,6 +30,13 @@ S = TypeVar("S")
 T = TypeVar("T")
 
 
+def _named(run: Callable[..., Any], steps: Callable[..., Any], prefix: str) -> None:
+    """Name `run` after `steps` without the `_steps` suffix (`put_steps` -> `put` / `aput`)."""
+    name = prefix + steps.__name__.removesuffix("_steps")
+    owner, dot, _ = steps.__qualname__.rpartition(".")
+    run.__name__, run.__qualname__ = name, f"{owner}{dot}{name}"
+
+
 def sync_method(steps: Callable[Concatenate[S, P], Steps[R]]) -> Callable[Concatenate[S, P], R]:
     """The blocking method that runs `steps` (looked up on the instance, so overrides count)."""
     name = steps.__name__
@@ -39,6 +46,7 @@ def sync_method(steps: Callable[Concatenate[S, P], Steps[R]]) -> Callable[Concat
         method: Callable[P, Steps[R]] = getattr(self, name)
         return run_sync(method(*args, **kwargs))
 
+    _named(run, steps, "")
     return run
 
 
@@ -53,6 +61,7 @@ def async_method(
         method: Callable[P, Steps[R]] = getattr(self, name)
         return await run_async(method(*args, **kwargs))
 
+    _named(run, steps, "a")
     return run
 
 
