@@ -286,3 +286,30 @@ def test_resolve_thread_id_sources() -> None:
 
     assert resolve_thread_id(runtime_for("tool-thread")) == "tool-thread"
     assert resolve_thread_id(Runtime()) == NO_THREAD
+
+
+@pytest.mark.postgres
+async def test_agent_with_async_postgres_store(tmp_path: Path) -> None:
+    import psycopg
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+    from psycopg import sql
+
+    from tests.support.gateway import drop_schema, postgres_url
+
+    _, dsn, schema = postgres_url()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        url = f"{dsn}?options=-csearch_path%3D{schema}"
+        async with AsyncPostgresStore.from_conn_string(url) as backend:
+            await backend.setup()
+            config = parse_config({"offload": {"root": str(tmp_path / "unused")}})
+            model = ScriptedChatModel(default=_agent_brain)
+            agent = foldwise.create_agent(config, model=model, tools=[dump_table], store=backend)
+            out = await agent.ainvoke({"messages": [HumanMessage("find the marker")]}, THREAD)
+            assert out["messages"][-1].text.endswith("the marker is MANGO-77")
+            (event,) = out["offloads"]
+            stored = await StoreArtifactStore(backend).aget("th-async", event["artifact_id"])
+            assert stored == HUGE
+    finally:
+        drop_schema(dsn, schema)
