@@ -9,6 +9,11 @@
   replaced, under the same id, by a notice and preview. Smaller input is never touched.
 - Every offload is recorded in the `offloads` state channel (reducer `merge_offloads`).
 - The `read_offloaded` and `search_offloaded` tools are added to the agent.
+
+Each hook is written once as a step generator (`wrap_tool_call_steps`, `before_model_steps`,
+`offload_user_message_steps`, `archive_steps`; see `foldwise._steps`): the sync hooks run it with
+blocking store calls, the async hooks with the store's `a`-methods only. Every thread id comes
+from `foldwise._thread_id.resolve_thread_id`, the resolver the read/search tools use.
 """
 
 from __future__ import annotations
@@ -21,16 +26,17 @@ from typing import Annotated, Any, NotRequired, Self
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
-from foldwise._steps import Io, Steps
+from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._thread_id import resolve_thread_id
 from foldwise.config import FoldwiseConfig, OffloadConfig
 from foldwise.messages import OFFLOAD_FLAG
 from foldwise.offload import (
     CLIPPED_FLAG,
+    ArtifactKind,
     ArtifactRef,
     ArtifactStore,
     FilesystemArtifactStore,
@@ -40,9 +46,9 @@ from foldwise.offload import (
     offload_tools,
     offloaded_text,
     replace_message_text,
-    resolve_thread_id,
     split_content,
 )
+from foldwise.offload._twins import given_async, given_sync, perform
 from foldwise.tokens import estimate_tokens
 
 __all__ = ["OffloadState", "ToolOutputOffloadMiddleware"]
@@ -56,22 +62,6 @@ class OffloadState(AgentState[Any]):
     """Agent state with the `offloads` channel (newest 50 offload references)."""
 
     offloads: NotRequired[Annotated[list[dict[str, Any]], merge_offloads]]
-
-
-def _tool_thread(request: ToolCallRequest) -> str:
-    runtime = request.runtime
-    info = getattr(runtime, "execution_info", None)
-    config = getattr(runtime, "config", None)
-    return resolve_thread_id(config, getattr(info, "thread_id", None))
-
-
-def _model_thread(runtime: Runtime[Any]) -> str:
-    info = getattr(runtime, "execution_info", None)
-    try:
-        config: Any = get_config()
-    except RuntimeError:
-        config = None
-    return resolve_thread_id(config, getattr(info, "thread_id", None))
 
 
 class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
@@ -228,24 +218,39 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             meta["tool_call_id"] = message.tool_call_id
         return {k: v for k, v in meta.items() if v}
 
-    def wrap_tool_call(
+    def _store_steps(
         self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
-    ) -> ToolMessage | Command[Any]:
-        """Run the tool, then offload its result if it is too large."""
-        result = handler(request)
+        thread_id: str,
+        text: str,
+        *,
+        source: str,
+        kind: ArtifactKind,
+        meta: dict[str, str] | None = None,
+    ) -> Steps[ArtifactRef]:
+        """Store one text (the store's async `aput` for async callers)."""
+        store = self.store
+        return (
+            yield from perform(
+                Io.of(store.put, store.aput, thread_id, text, source=source, kind=kind, meta=meta)
+            )
+        )
+
+    def wrap_tool_call_steps(
+        self, request: ToolCallRequest, call: Io[ToolMessage | Command[Any]]
+    ) -> Steps[ToolMessage | Command[Any]]:
+        """Run the tool (`call`), then offload its result if it is too large."""
+        result = yield from perform(call)
         candidates = self._tool_candidates(request, result)
         if not candidates:
             return result
-        thread_id = _tool_thread(request)
+        thread_id = resolve_thread_id(request.runtime)
         replaced: dict[int, ToolMessage] = {}
         refs: list[ArtifactRef] = []
         for message, text, tokens in candidates:
             ref: ArtifactRef | None = None
             error: Exception | None = None
             try:
-                ref = self.store.put(
+                ref = yield from self._store_steps(
                     thread_id,
                     text,
                     source=message.name or "tool",
@@ -258,35 +263,21 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             replaced[id(message)] = self._replacement(message, text, tokens, ref, error, thread_id)
         return self._assemble(result, replaced, refs)
 
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the tool, then offload its result if it is too large."""
+        return run_sync(self.wrap_tool_call_steps(request, given_sync(handler, request)))
+
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async twin of `wrap_tool_call`."""
-        result = await handler(request)
-        candidates = self._tool_candidates(request, result)
-        if not candidates:
-            return result
-        thread_id = _tool_thread(request)
-        replaced: dict[int, ToolMessage] = {}
-        refs: list[ArtifactRef] = []
-        for message, text, tokens in candidates:
-            ref: ArtifactRef | None = None
-            error: Exception | None = None
-            try:
-                ref = await self.store.aput(
-                    thread_id,
-                    text,
-                    source=message.name or "tool",
-                    kind="tool",
-                    meta=self._meta(message),
-                )
-                refs.append(ref)
-            except Exception as exc:  # any store failure: clip inline, log, keep the run going
-                error = exc
-            replaced[id(message)] = self._replacement(message, text, tokens, ref, error, thread_id)
-        return self._assemble(result, replaced, refs)
+        return await run_async(self.wrap_tool_call_steps(request, given_async(handler, request)))
 
     # -- pasted user input -----------------------------------------------------------------
 
@@ -329,16 +320,18 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             exc,
         )
 
-    def before_model(self, state: OffloadState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def before_model_steps(
+        self, state: OffloadState, runtime: Runtime[Any]
+    ) -> Steps[dict[str, Any] | None]:
         """Offload user messages above `human_token_limit` (stored first, then replaced)."""
         candidates = self._human_candidates(state)
         if not candidates:
             return None
-        thread_id = _model_thread(runtime)
+        thread_id = resolve_thread_id(runtime)
         done: list[tuple[HumanMessage, str, ArtifactRef]] = []
         for message, text in candidates:
             try:
-                ref = self.store.put(
+                ref = yield from self._store_steps(
                     thread_id, text, source="human", kind="human", meta=self._meta(message)
                 )
             except Exception as exc:  # leave the message untouched, log, keep going
@@ -346,46 +339,37 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
                 continue
             done.append((message, text, ref))
         return self._human_update(done)
+
+    def before_model(self, state: OffloadState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Offload user messages above `human_token_limit` (stored first, then replaced)."""
+        return run_sync(self.before_model_steps(state, runtime))
 
     async def abefore_model(
         self, state: OffloadState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async twin of `before_model`."""
-        candidates = self._human_candidates(state)
-        if not candidates:
-            return None
-        thread_id = _model_thread(runtime)
-        done: list[tuple[HumanMessage, str, ArtifactRef]] = []
-        for message, text in candidates:
-            try:
-                ref = await self.store.aput(
-                    thread_id, text, source="human", kind="human", meta=self._meta(message)
-                )
-            except Exception as exc:  # leave the message untouched, log, keep going
-                self._human_failed(message, thread_id, exc)
-                continue
-            done.append((message, text, ref))
-        return self._human_update(done)
+        return await run_async(self.before_model_steps(state, runtime))
 
     # -- used by the summarization middleware ------------------------------------------------
 
-    def offload_user_message(
+    def offload_user_message_steps(
         self, message: BaseMessage, thread_id: str | None
-    ) -> tuple[BaseMessage, dict[str, Any]] | None:
+    ) -> Steps[tuple[BaseMessage, dict[str, Any]] | None]:
         """Store a user message verbatim and return its preview replacement and reference.
 
-        Compaction calls this for preserved user input above `preserve_human.max_tokens`: it is
+        Compaction runs this for preserved user input above `preserve_human.max_tokens`: it is
         stored, never paraphrased. Returns `None` (message left as it is) when offloading is
-        disabled or the store fails.
+        disabled or the store fails. Without `thread_id`, the run's thread is resolved as the
+        read/search tools resolve it, so they find the stored text.
         """
         if not self.enabled or not isinstance(message, HumanMessage):
             return None
         if message.additional_kwargs.get(OFFLOAD_FLAG):
             return None
         text, _ = split_content(message.content)
-        thread = thread_id or "default"
+        thread = thread_id or resolve_thread_id()
         try:
-            ref = self.store.put(
+            ref = yield from self._store_steps(
                 thread, text, source="human", kind="human", meta=self._meta(message)
             )
         except Exception as exc:  # leave the message untouched, log, keep going
@@ -398,14 +382,21 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         )
         return replacement, ref.to_dict()
 
-    def archive_messages(
+    def offload_user_message(
+        self, message: BaseMessage, thread_id: str | None
+    ) -> tuple[BaseMessage, dict[str, Any]] | None:
+        """Blocking form of `offload_user_message_steps`."""
+        return run_sync(self.offload_user_message_steps(message, thread_id))
+
+    def archive_steps(
         self, messages: Sequence[BaseMessage], thread_id: str | None
-    ) -> dict[str, Any] | None:
+    ) -> Steps[dict[str, Any] | None]:
         """Store messages removed by a compaction verbatim, as one searchable transcript.
 
         The summary is lossy; the archive is not: the model can `search_offloaded` it for a
         detail the summary dropped. Returns the reference, or `None` when archiving is off or
-        the store fails (the compaction goes ahead either way).
+        the store fails (the compaction goes ahead either way). Without `thread_id`, the run's
+        thread is resolved as the read/search tools resolve it.
         """
         if not self.enabled or not self.archive_compacted or not messages:
             return None
@@ -414,9 +405,9 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         text = render_transcript(messages)
         if not text.strip():
             return None
-        thread = thread_id or "default"
+        thread = thread_id or resolve_thread_id()
         try:
-            ref = self.store.put(thread, text, source="compaction", kind="archive")
+            ref = yield from self._store_steps(thread, text, source="compaction", kind="archive")
         except Exception as exc:  # the summary still lands; only the archive is missing
             logger.error(
                 "offload: archiving compacted messages failed in thread %s: %s", thread, exc
@@ -424,20 +415,8 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             return None
         return ref.to_dict()
 
-    # -- TEMPORARY shims until the offload branch lands (replaced by real step generators) --
-
-    def before_model_steps(self, state: Any, runtime: Any) -> Steps[dict[str, Any] | None]:
-        """Temporary."""
-        return (yield Io.of(self.before_model, self.abefore_model, state, runtime))  # type: ignore[no-any-return]
-
-    def archive_steps(
+    def archive_messages(
         self, messages: Sequence[BaseMessage], thread_id: str | None
-    ) -> Steps[dict[str, Any] | None]:
-        """Temporary."""
-        return (yield Io.call(self.archive_messages, messages, thread_id))  # type: ignore[no-any-return]
-
-    def offload_user_message_steps(
-        self, message: BaseMessage, thread_id: str | None
-    ) -> Steps[tuple[BaseMessage, dict[str, Any]] | None]:
-        """Temporary."""
-        return (yield Io.call(self.offload_user_message, message, thread_id))  # type: ignore[no-any-return]
+    ) -> dict[str, Any] | None:
+        """Blocking form of `archive_steps`."""
+        return run_sync(self.archive_steps(messages, thread_id))

@@ -12,6 +12,8 @@ tools = offload_tools(store)          # read_offloaded, search_offloaded
 The agent-facing piece is `foldwise.middleware.tool_output_offload.ToolOutputOffloadMiddleware`.
 """
 
+from foldwise._thread_id import resolve_thread_id
+from foldwise.offload._blocking import BlockingArtifactStore
 from foldwise.offload._factory import (
     acollect_garbage,
     artifact_store_from_config,
@@ -56,7 +58,6 @@ from foldwise.offload._tools import (
     format_page,
     format_search,
     offload_tools,
-    resolve_thread_id,
 )
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "ArtifactSearchResult",
     "ArtifactStore",
     "BaseArtifactStore",
+    "BlockingArtifactStore",
     "FilesystemArtifactStore",
     "GcReport",
     "SearchMatch",

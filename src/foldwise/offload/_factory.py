@@ -6,11 +6,13 @@ from datetime import datetime, timedelta
 
 from langgraph.store.base import BaseStore
 
+from foldwise._steps import Io, Steps, run_async, run_sync
 from foldwise.config import FoldwiseConfig, OffloadConfig
 from foldwise.offload._filesystem import FilesystemArtifactStore
 from foldwise.offload._langgraph_store import StoreArtifactStore
 from foldwise.offload._models import GcReport
 from foldwise.offload._protocol import ArtifactStore
+from foldwise.offload._twins import perform
 
 __all__ = ["acollect_garbage", "artifact_store_from_config", "collect_garbage"]
 
@@ -43,6 +45,19 @@ def _limits(offload: OffloadConfig) -> tuple[timedelta | None, int]:
     return age, offload.max_bytes_per_thread
 
 
+def _gc_steps(
+    config: FoldwiseConfig | OffloadConfig, now: datetime | None, store: ArtifactStore | None
+) -> Steps[GcReport]:
+    offload = _offload(config)
+    max_age, quota = _limits(offload)
+    target = store if store is not None else artifact_store_from_config(offload)
+    return (
+        yield from perform(
+            Io.of(target.gc, target.agc, now=now, max_age=max_age, max_bytes_per_thread=quota)
+        )
+    )
+
+
 def collect_garbage(
     config: FoldwiseConfig | OffloadConfig,
     *,
@@ -63,10 +78,7 @@ def collect_garbage(
         What was removed; `report.offload_removals()` gives the entries that drop the removed
         artifacts from an `offloads` channel.
     """
-    offload = _offload(config)
-    max_age, quota = _limits(offload)
-    target = store if store is not None else artifact_store_from_config(offload)
-    return target.gc(now=now, max_age=max_age, max_bytes_per_thread=quota)
+    return run_sync(_gc_steps(config, now, store))
 
 
 async def acollect_garbage(
@@ -76,7 +88,4 @@ async def acollect_garbage(
     store: ArtifactStore | None = None,
 ) -> GcReport:
     """Async twin of `collect_garbage`."""
-    offload = _offload(config)
-    max_age, quota = _limits(offload)
-    target = store if store is not None else artifact_store_from_config(offload)
-    return await target.agc(now=now, max_age=max_age, max_bytes_per_thread=quota)
+    return await run_async(_gc_steps(config, now, store))

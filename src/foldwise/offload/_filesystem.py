@@ -11,6 +11,9 @@ anywhere inside the root, to a folder or a file, is refused (`ELOOP`), so nothin
 root is ever read, created or replaced. Writes go to a temporary file in the same folder, are
 fsynced and renamed into place (an atomic replace on POSIX), then the folder is fsynced.
 
+The primitives are blocking calls; the async methods (`aput`, `aread_page`, ...) run each in a
+worker thread (`BlockingArtifactStore`), so no `fsync` happens on the event loop.
+
 Needs POSIX `dir_fd` support (Linux, macOS, the BSDs); elsewhere the constructor raises
 `StorageError` and `StoreArtifactStore` is the way to go.
 """
@@ -30,8 +33,8 @@ from datetime import datetime
 from typing import Any
 
 from foldwise.errors import StorageError
+from foldwise.offload._blocking import BlockingArtifactStore, TextHandle
 from foldwise.offload._ids import ARTIFACT_ID_PATTERN, THREAD_KEY_PATTERN
-from foldwise.offload._store import BaseArtifactStore
 
 __all__ = ["FilesystemArtifactStore"]
 
@@ -44,7 +47,6 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-_PIECE_CHARS = 64 * 1024
 _MAX_META_BYTES = 64 * 1024
 _TMP_PREFIX = ".tmp-"
 
@@ -54,7 +56,7 @@ def _supported() -> bool:
     return bool(_NOFOLLOW and _DIRECTORY) and all(f in os.supports_dir_fd for f in needed)
 
 
-class FilesystemArtifactStore(BaseArtifactStore):
+class FilesystemArtifactStore(BlockingArtifactStore):
     """Artifacts as files under `root`, one folder per thread.
 
     Args:
@@ -229,14 +231,12 @@ class FilesystemArtifactStore(BaseArtifactStore):
                         metas.append(meta)
         return metas
 
-    def _pieces(self, key: str, artifact_id: str, meta: dict[str, Any]) -> Iterator[str]:
+    def _open_text(self, key: str, artifact_id: str, meta: dict[str, Any]) -> TextHandle:
         with self._thread_fd(key) as fd:
             text_fd = None if fd is None else self._open_regular(f"{artifact_id}.txt", fd)
         if text_fd is None:
             raise StorageError(f"the text of artifact {artifact_id} is missing")
-        with os.fdopen(text_fd, encoding="utf-8", errors="surrogatepass", newline="") as handle:
-            while piece := handle.read(_PIECE_CHARS):
-                yield piece
+        return os.fdopen(text_fd, encoding="utf-8", errors="surrogatepass", newline="")
 
     def _remove(self, key: str, artifact_id: str, meta: dict[str, Any] | None) -> None:
         with self._thread_fd(key) as fd:

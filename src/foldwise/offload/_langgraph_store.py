@@ -15,15 +15,18 @@ from __future__ import annotations
 import base64
 import builtins
 import re
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, Item
 
+from foldwise._steps import Io, Steps
 from foldwise.errors import StorageError
 from foldwise.offload._ids import ARTIFACT_ID_PATTERN
-from foldwise.offload._store import BaseArtifactStore
+from foldwise.offload._store import BaseArtifactStore, PieceReader, no_io
+from foldwise.offload._twins import perform
 
 __all__ = ["CHUNKS_NAMESPACE", "REFS_NAMESPACE", "StoreArtifactStore"]
 
@@ -46,6 +49,21 @@ def _decode_chunk(value: dict[str, Any]) -> str:
     if "text" in value:
         return str(value["text"])
     return base64.b64decode(value["b64"]).decode("utf-8", "surrogatepass")
+
+
+def _get(store: BaseStore, namespace: tuple[str, ...], key: str) -> Steps[Item | None]:
+    return (yield from perform(Io.of(store.get, store.aget, namespace, key)))
+
+
+def _put(
+    store: BaseStore, namespace: tuple[str, ...], key: str, value: dict[str, Any]
+) -> Steps[None]:
+    # index=False: artifacts are never embedded.
+    yield Io.of(store.put, store.aput, namespace, key, value, index=False)
+
+
+def _delete(store: BaseStore, namespace: tuple[str, ...], key: str) -> Steps[None]:
+    yield Io.of(store.delete, store.adelete, namespace, key)
 
 
 class StoreArtifactStore(BaseArtifactStore):
@@ -88,77 +106,88 @@ class StoreArtifactStore(BaseArtifactStore):
     def _chunk_key(artifact_id: str, index: int) -> str:
         return f"{artifact_id}:{index:06d}"
 
-    def _write(self, key: str, artifact_id: str, content: str | None, meta: dict[str, Any]) -> None:
+    def _write_steps(
+        self, key: str, artifact_id: str, content: str | None, meta: dict[str, Any]
+    ) -> Steps[None]:
         try:
             if content is not None:
                 size = self.chunk_chars
                 starts = range(0, max(1, len(content)), size)
                 for index, start in enumerate(starts):
-                    self.store.put(
-                        self._chunks_ns(key),
-                        self._chunk_key(artifact_id, index),
-                        _encode_chunk(content[start : start + size]),
-                        index=False,
-                    )
+                    chunk = _encode_chunk(content[start : start + size])
+                    chunk_key = self._chunk_key(artifact_id, index)
+                    yield from _put(self.store, self._chunks_ns(key), chunk_key, chunk)
                 chunks = len(starts)
             else:
-                previous = self._read_meta(key, artifact_id)
+                previous = yield from self._read_meta_steps(key, artifact_id)
                 chunks = int((previous or {}).get("chunks", 0))
-            self.store.put(self._refs_ns(key), artifact_id, {**meta, "chunks": chunks}, index=False)
+            value = {**meta, "chunks": chunks}
+            yield from _put(self.store, self._refs_ns(key), artifact_id, value)
         except StorageError:
             raise
         except Exception as exc:  # any backend error: the caller falls back, nothing dangles
             raise StorageError(f"cannot store artifact {artifact_id}: {exc}") from exc
 
-    def _read_meta(self, key: str, artifact_id: str) -> dict[str, Any] | None:
+    def _read_meta_steps(self, key: str, artifact_id: str) -> Steps[dict[str, Any] | None]:
         try:
-            item = self.store.get(self._refs_ns(key), artifact_id)
+            item = yield from _get(self.store, self._refs_ns(key), artifact_id)
         except Exception as exc:
             raise StorageError(f"cannot read artifact {artifact_id}: {exc}") from exc
-        if item is None:
-            return None
-        return dict(item.value)
+        return None if item is None else dict(item.value)
 
-    def _list_meta(self, key: str) -> builtins.list[dict[str, Any]]:
-        metas: list[dict[str, Any]] = []
-        offset = 0
+    def _search_all_steps(self, namespace: tuple[str, ...], what: str) -> Steps[builtins.list[Any]]:
+        """Every item directly in `namespace`, page by page."""
+        found: builtins.list[Any] = []
         while True:
             try:
-                items = self.store.search(self._refs_ns(key), limit=_PAGE, offset=offset)
+                items = yield from perform(
+                    Io.of(
+                        self.store.search,
+                        self.store.asearch,
+                        namespace,
+                        limit=_PAGE,
+                        offset=len(found),
+                    )
+                )
             except Exception as exc:
-                raise StorageError(f"cannot list artifacts: {exc}") from exc
-            for item in items:
-                if item.namespace == self._refs_ns(key) and ARTIFACT_ID_PATTERN.fullmatch(item.key):
-                    metas.append(dict(item.value))
+                raise StorageError(f"cannot list {what}: {exc}") from exc
+            found.extend(items)
             if len(items) < _PAGE:
-                return metas
-            offset += len(items)
+                return [item for item in found if item.namespace == namespace]
 
-    def _pieces(self, key: str, artifact_id: str, meta: dict[str, Any]) -> Iterator[str]:
-        for index in range(int(meta.get("chunks", 0))):
-            try:
-                item = self.store.get(self._chunks_ns(key), self._chunk_key(artifact_id, index))
-            except Exception as exc:
-                raise StorageError(f"cannot read artifact {artifact_id}: {exc}") from exc
-            if item is None:
-                raise StorageError(f"chunk {index} of artifact {artifact_id} is missing")
-            yield _decode_chunk(item.value)
+    def _list_meta_steps(self, key: str) -> Steps[builtins.list[dict[str, Any]]]:
+        items = yield from self._search_all_steps(self._refs_ns(key), "artifacts")
+        return [dict(i.value) for i in items if ARTIFACT_ID_PATTERN.fullmatch(i.key)]
 
-    def _remove(self, key: str, artifact_id: str, meta: dict[str, Any] | None) -> None:
+    def _open_steps(self, key: str, artifact_id: str, meta: dict[str, Any]) -> Steps[PieceReader]:
+        chunks = [self._chunk_key(artifact_id, i) for i in range(int(meta.get("chunks", 0)))]
+        return (
+            yield from no_io(_ChunkReader(self.store, self._chunks_ns(key), artifact_id, chunks))
+        )
+
+    def _remove_steps(self, key: str, artifact_id: str, meta: dict[str, Any] | None) -> Steps[None]:
         try:
-            self.store.delete(self._refs_ns(key), artifact_id)
+            yield from _delete(self.store, self._refs_ns(key), artifact_id)
             for index in range(int((meta or {}).get("chunks", 0))):
-                self.store.delete(self._chunks_ns(key), self._chunk_key(artifact_id, index))
+                chunk_key = self._chunk_key(artifact_id, index)
+                yield from _delete(self.store, self._chunks_ns(key), chunk_key)
         except Exception as exc:
             raise StorageError(f"cannot delete artifact {artifact_id}: {exc}") from exc
 
-    def _thread_keys(self) -> builtins.list[str]:
+    def _thread_keys_steps(self) -> Steps[builtins.list[str]]:
         keys: set[str] = set()
         for prefix in (REFS_NAMESPACE, CHUNKS_NAMESPACE):
             offset = 0
             while True:
-                found = self.store.list_namespaces(
-                    prefix=prefix, max_depth=len(prefix) + 1, limit=_PAGE, offset=offset
+                found = yield from perform(
+                    Io.of(
+                        self.store.list_namespaces,
+                        self.store.alist_namespaces,
+                        prefix=prefix,
+                        max_depth=len(prefix) + 1,
+                        limit=_PAGE,
+                        offset=offset,
+                    )
                 )
                 keys.update(ns[len(prefix)] for ns in found if len(ns) > len(prefix))
                 if len(found) < _PAGE:
@@ -166,22 +195,47 @@ class StoreArtifactStore(BaseArtifactStore):
                 offset += len(found)
         return sorted(keys)
 
-    def _clean_orphans(self, key: str, *, older_than: datetime) -> int:
+    def _clean_orphans_steps(self, key: str, *, older_than: datetime) -> Steps[int]:
         """Delete chunks whose artifact has no reference (an interrupted write)."""
-        complete = {str(m["artifact_id"]) for m in self._list_meta(key)}
-        removed = 0
-        offset = 0
-        stale: list[str] = []
-        while True:
-            items = self.store.search(self._chunks_ns(key), limit=_PAGE, offset=offset)
-            for item in items:
-                owner = item.key.partition(":")[0]
-                if owner not in complete and item.updated_at < older_than:
-                    stale.append(item.key)
-            if len(items) < _PAGE:
-                break
-            offset += len(items)
-        for chunk_key in stale:
-            self.store.delete(self._chunks_ns(key), chunk_key)
-            removed += 1
-        return removed
+        complete = {str(m["artifact_id"]) for m in (yield from self._list_meta_steps(key))}
+        items = yield from self._search_all_steps(self._chunks_ns(key), "artifact chunks")
+        stale = [
+            item.key
+            for item in items
+            if item.key.partition(":")[0] not in complete and item.updated_at < older_than
+        ]
+        try:
+            for chunk_key in stale:
+                yield from _delete(self.store, self._chunks_ns(key), chunk_key)
+        except Exception as exc:
+            raise StorageError(f"cannot delete orphaned chunks: {exc}") from exc
+        return len(stale)
+
+
+class _ChunkReader:
+    """Reads an artifact's chunks one store call at a time."""
+
+    def __init__(
+        self,
+        store: BaseStore,
+        namespace: tuple[str, ...],
+        artifact_id: str,
+        chunk_keys: builtins.list[str],
+    ) -> None:
+        self.store, self.namespace, self.artifact_id = store, namespace, artifact_id
+        self._keys = deque(chunk_keys)
+
+    def read_steps(self) -> Steps[str]:
+        if not self._keys:
+            return ""
+        chunk_key = self._keys.popleft()
+        try:
+            item = yield from _get(self.store, self.namespace, chunk_key)
+        except Exception as exc:
+            raise StorageError(f"cannot read artifact {self.artifact_id}: {exc}") from exc
+        if item is None:
+            raise StorageError(f"chunk {chunk_key} of artifact {self.artifact_id} is missing")
+        return _decode_chunk(item.value)
+
+    def close(self) -> None:
+        self._keys.clear()

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 
 from foldwise.offload._models import ArtifactRow
 
-__all__ = ["MAX_ROW_CHARS", "count_rows", "iter_rows", "join_rows"]
+__all__ = ["MAX_ROW_CHARS", "RowSplitter", "count_rows", "iter_rows", "join_rows"]
 
 MAX_ROW_CHARS = 2000
 """Lines longer than this are wrapped into several rows, so a single huge line stays pageable."""
@@ -24,6 +24,48 @@ def _cut(text: str, limit: int) -> int:
     if limit < len(text) and limit > 1 and "\ud800" <= text[limit - 1] <= "\udbff":
         return limit - 1
     return limit
+
+
+class RowSplitter:
+    """Cuts a text fed piece by piece into rows, as soon as each row is complete.
+
+    Args:
+        max_row_chars: Wrap width.
+    """
+
+    def __init__(self, *, max_row_chars: int = MAX_ROW_CHARS) -> None:
+        self.max_row_chars = max_row_chars
+        self._index = 0
+        self._buffer = ""
+        self._continuing = False
+
+    def _emit(self, text: str) -> ArtifactRow:
+        row = ArtifactRow(self._index, text, self._continuing)
+        self._index += 1
+        return row
+
+    def feed(self, piece: str) -> list[ArtifactRow]:
+        """The rows completed by the next piece of the text."""
+        rows: list[ArtifactRow] = []
+        start = 0
+        while True:
+            newline = piece.find("\n", start)
+            self._buffer += piece[start:] if newline < 0 else piece[start:newline]
+            while len(self._buffer) > self.max_row_chars:
+                cut = _cut(self._buffer, self.max_row_chars)
+                rows.append(self._emit(self._buffer[:cut]))
+                self._continuing = True
+                self._buffer = self._buffer[cut:]
+            if newline < 0:
+                return rows
+            rows.append(self._emit(self._buffer))
+            self._buffer = ""
+            self._continuing = False
+            start = newline + 1
+
+    def finish(self) -> ArtifactRow:
+        """The last row (possibly empty: the empty text has one empty row)."""
+        return self._emit(self._buffer)
 
 
 def iter_rows(
@@ -38,29 +80,10 @@ def iter_rows(
     Yields:
         Rows numbered from 0; the empty text has one empty row.
     """
-    index = 0
-    buffer = ""
-    continuing = False
+    splitter = RowSplitter(max_row_chars=max_row_chars)
     for piece in pieces:
-        start = 0
-        while True:
-            newline = piece.find("\n", start)
-            segment = piece[start:] if newline < 0 else piece[start:newline]
-            buffer += segment
-            while len(buffer) > max_row_chars:
-                cut = _cut(buffer, max_row_chars)
-                yield ArtifactRow(index, buffer[:cut], continuing)
-                index += 1
-                continuing = True
-                buffer = buffer[cut:]
-            if newline < 0:
-                break
-            yield ArtifactRow(index, buffer, continuing)
-            index += 1
-            buffer = ""
-            continuing = False
-            start = newline + 1
-    yield ArtifactRow(index, buffer, continuing)
+        yield from splitter.feed(piece)
+    yield splitter.finish()
 
 
 def count_rows(text: str, *, max_row_chars: int = MAX_ROW_CHARS) -> int:

@@ -14,16 +14,21 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from dataclasses import dataclass
 
+from foldwise._steps import Io, Steps, run_sync
 from foldwise.offload._models import ArtifactRow, SearchMatch
 
 __all__ = [
     "DEFAULT_SEARCH_SECONDS",
     "MAX_MATCHES",
     "MAX_PATTERN_CHARS",
+    "RowSearch",
     "SearchOutcome",
+    "WorkerRun",
     "check_pattern",
+    "run_regex_worker",
     "search_rows",
 ]
 
@@ -83,51 +88,121 @@ def check_pattern(pattern: str, *, regex: bool) -> re.Pattern[str] | None:
         raise ValueError("invalid regular expression: nested too deeply") from None
 
 
-def _windows(rows: Iterable[ArtifactRow]) -> Iterator[tuple[ArtifactRow, str]]:
-    """Each row with the start of the next row appended when it continues the same line."""
-    previous: ArtifactRow | None = None
-    for row in rows:
+class RowSearch:
+    """One search, fed the rows of an artifact in order; `finish_steps` gives the outcome.
+
+    A match may start in a row and run up to 200 characters into the next row of the same
+    wrapped line, so each row is searched once the next one is known.
+
+    Args:
+        pattern: A substring (case-sensitive) or a Python regular expression (use `(?i)` to
+            ignore case).
+        regex: Treat `pattern` as a regular expression.
+        max_matches: Stop after this many matching rows (1 to 200).
+        timeout_seconds: Time budget; a regex worker still running then is killed.
+
+    Raises:
+        ValueError: The pattern is invalid (see `check_pattern`).
+    """
+
+    def __init__(
+        self,
+        pattern: str,
+        *,
+        regex: bool = False,
+        max_matches: int = 20,
+        timeout_seconds: float = DEFAULT_SEARCH_SECONDS,
+    ) -> None:
+        check_pattern(pattern, regex=regex)
+        self.pattern, self.regex = pattern, regex
+        self.max_matches = max(1, min(MAX_MATCHES, max_matches))
+        self.timeout_seconds = timeout_seconds
+        self._deadline = time.monotonic() + timeout_seconds
+        self._previous: ArtifactRow | None = None
+        self._matches: list[SearchMatch] = []
+        self._reason: str | None = None
+        self._stopped = False
+        # Regex mode: the worker's input, built as rows arrive.
+        self._texts: dict[int, str] = {}
+        self._lines = [json.dumps({"pattern": pattern, "max": self.max_matches})]
+        self._scanned = 0
+
+    def feed(self, row: ArtifactRow) -> bool:
+        """Take the next row; True once no further rows are needed."""
+        previous, self._previous = self._previous, row
         if previous is not None:
             extra = row.text[:_OVERLAP] if row.continuation else ""
-            yield previous, previous.text + extra
-        previous = row
-    if previous is not None:
-        yield previous, previous.text
+            self._consider(previous, previous.text + extra)
+        return self._stopped
 
-
-def _search_plain(
-    rows: Iterable[ArtifactRow], pattern: str, max_matches: int, deadline: float
-) -> SearchOutcome:
-    matches: list[SearchMatch] = []
-    for row, window in _windows(rows):
-        position = window.find(pattern)
+    def _consider(self, row: ArtifactRow, window: str) -> None:
+        if self._stopped:
+            return
+        if self.regex:
+            if self._scanned > MAX_REGEX_SCAN_CHARS:
+                self._stopped = True
+                self._reason = f"scan limit ({MAX_REGEX_SCAN_CHARS:,} characters)"
+                return
+            self._texts[row.index] = row.text
+            self._lines.append(json.dumps([row.index, window, len(row.text)]))
+            self._scanned += len(row.text)
+            return
+        position = window.find(self.pattern)
         if 0 <= position < len(row.text):
-            matches.append(SearchMatch(row.index, position, position + len(pattern), row.text))
-            if len(matches) >= max_matches:
-                return matches, False, "max_matches"
-        if time.monotonic() > deadline:
-            return matches, False, "time budget"
-    return matches, True, None
+            end = position + len(self.pattern)
+            self._matches.append(SearchMatch(row.index, position, end, row.text))
+            if len(self._matches) >= self.max_matches:
+                self._stopped, self._reason = True, "max_matches"
+                return
+        if time.monotonic() > self._deadline:
+            self._stopped, self._reason = True, "time budget"
+
+    def finish_steps(self) -> Steps[SearchOutcome]:
+        """Search the last row, run the regex worker (off the event loop), give the outcome."""
+        if self._previous is not None and not self._stopped:
+            self._consider(self._previous, self._previous.text)
+        self._previous = None
+        if not self.regex:
+            return self._matches, self._reason is None, self._reason
+        payload = ("\n".join(self._lines) + "\n").encode("utf-8", "surrogatepass")
+        run = yield Io.call(run_regex_worker, payload, self.timeout_seconds)
+        return self._regex_outcome(run)
+
+    def _regex_outcome(self, run: WorkerRun) -> SearchOutcome:
+        if run.unavailable is not None:
+            return [], False, f"regex search unavailable ({run.unavailable}); use a plain pattern"
+        truncated = self._reason
+        reason = "time budget" if run.killed else None
+        finished = False
+        for line in run.out.decode("ascii", "replace").splitlines():
+            if line == "DONE":
+                finished = True
+            elif line == "MAX":
+                reason = "max_matches"
+            else:
+                index, start, end = (int(part) for part in line.split())
+                self._matches.append(SearchMatch(index, start, end, self._texts.get(index, "")))
+        if reason is None and not finished:
+            detail = run.err.decode(errors="replace")[-200:]
+            reason = "regex worker failed" + (f": {detail}" if detail else "")
+        return self._matches, finished and truncated is None, reason or truncated
 
 
-def _search_regex(
-    rows: Iterable[ArtifactRow], pattern: str, max_matches: int, seconds: float
-) -> SearchOutcome:
-    texts: dict[int, str] = {}
-    lines = [json.dumps({"pattern": pattern, "max": max_matches})]
-    scanned = 0
-    truncated = False
-    for row, window in _windows(rows):
-        if scanned > MAX_REGEX_SCAN_CHARS:
-            truncated = True
-            break
-        texts[row.index] = row.text
-        lines.append(json.dumps([row.index, window, len(row.text)]))
-        scanned += len(row.text)
-    payload = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+@dataclass(frozen=True, slots=True)
+class WorkerRun:
+    """What the regex worker printed, and whether it was killed or could not start."""
+
+    out: bytes = b""
+    err: bytes = b""
+    killed: bool = False
+    unavailable: str | None = None
+
+
+def run_regex_worker(payload: bytes, seconds: float) -> WorkerRun:
+    """Run the regex worker on `payload`, killing it after `seconds` (a blocking call)."""
     executable = sys.executable
     if not executable:
-        return [], False, "regex search unavailable (no Python executable); use a plain pattern"
+        return WorkerRun(unavailable="no Python executable")
     try:
         proc = subprocess.Popen(
             [executable, "-I", "-S", "-c", _WORKER],
@@ -136,29 +211,14 @@ def _search_regex(
             stderr=subprocess.PIPE,
         )
     except OSError as exc:
-        return [], False, f"regex search unavailable ({exc.strerror}); use a plain pattern"
-    reason: str | None = None
+        return WorkerRun(unavailable=str(exc.strerror))
     try:
         out, err = proc.communicate(payload, timeout=seconds)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        reason = "time budget"
-    matches: list[SearchMatch] = []
-    finished = False
-    for line in out.decode("ascii", "replace").splitlines():
-        if line == "DONE":
-            finished = True
-        elif line == "MAX":
-            reason = "max_matches"
-        else:
-            index, start, end = (int(part) for part in line.split())
-            matches.append(SearchMatch(index, start, end, texts.get(index, "")))
-    if reason is None and not finished:
-        reason = "regex worker failed" + (f": {err.decode(errors='replace')[-200:]}" if err else "")
-    if truncated and reason is None:
-        reason = f"scan limit ({MAX_REGEX_SCAN_CHARS:,} characters)"
-    return matches, finished and not truncated, reason
+        return WorkerRun(out, err, killed=True)
+    return WorkerRun(out, err)
 
 
 def search_rows(
@@ -169,18 +229,9 @@ def search_rows(
     max_matches: int = 20,
     timeout_seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> SearchOutcome:
-    """Find the rows containing `pattern` (first match per row, in row order).
+    """Find the rows containing `pattern` (first match per row, in row order); blocking.
 
-    A match may start in a row and run up to 200 characters into the next row of the same
-    wrapped line.
-
-    Args:
-        rows: The rows, in order.
-        pattern: A substring (case-sensitive) or a Python regular expression (use `(?i)` to
-            ignore case).
-        regex: Treat `pattern` as a regular expression.
-        max_matches: Stop after this many matching rows (1 to 200).
-        timeout_seconds: Time budget; a regex worker still running then is killed.
+    Arguments as for `RowSearch`.
 
     Returns:
         `(matches, complete, stopped_reason)`.
@@ -188,8 +239,10 @@ def search_rows(
     Raises:
         ValueError: The pattern is invalid (see `check_pattern`).
     """
-    check_pattern(pattern, regex=regex)
-    max_matches = max(1, min(MAX_MATCHES, max_matches))
-    if regex:
-        return _search_regex(rows, pattern, max_matches, timeout_seconds)
-    return _search_plain(rows, pattern, max_matches, time.monotonic() + timeout_seconds)
+    search = RowSearch(
+        pattern, regex=regex, max_matches=max_matches, timeout_seconds=timeout_seconds
+    )
+    for row in rows:
+        if search.feed(row):
+            break
+    return run_sync(search.finish_steps())

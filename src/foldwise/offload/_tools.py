@@ -1,26 +1,29 @@
 """`read_offloaded` and `search_offloaded`: the model's way back to offloaded text.
 
-The tools are bound to a store; the thread comes from the run's config
-(`configurable.thread_id`), never from the model, so a model can only reach artifacts of its own
-thread. Every failure comes back as a short `Error: ...` string, never as an exception that
-would end the run.
+The tools are bound to a store; the thread comes from the run (`foldwise._thread_id`, the
+resolver every offload and archive uses), never from the model, so a model can only reach
+artifacts of its own thread. Every failure comes back as a short `Error: ...` string, never as
+an exception that would end the run.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import Field
 
+from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._thread_id import NO_THREAD, resolve_thread_id
 from foldwise.errors import ArtifactIdError, ArtifactNotFoundError, StorageError
 from foldwise.offload._models import ArtifactPage, ArtifactSearchResult, SearchMatch
 from foldwise.offload._protocol import DEFAULT_PAGE_CHARS, ArtifactStore
 from foldwise.offload._rows import MAX_ROW_CHARS
 from foldwise.offload._search import DEFAULT_SEARCH_SECONDS
+from foldwise.offload._twins import perform
 
 __all__ = [
     "MAX_PAGE_ROWS",
@@ -30,15 +33,15 @@ __all__ = [
     "format_page",
     "format_search",
     "offload_tools",
-    "resolve_thread_id",
 ]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 READ_TOOL_NAME = "read_offloaded"
 SEARCH_TOOL_NAME = "search_offloaded"
-NO_THREAD_ID = "foldwise:no-thread"
-"""Thread used when a run has no `configurable.thread_id` (no checkpointer)."""
+NO_THREAD_ID = NO_THREAD
+"""Thread used when a run has no thread id (no checkpointer); see `foldwise._thread_id`."""
 MAX_PAGE_ROWS = 1000
 """Upper bound of `limit`."""
 _SNIPPET_CONTEXT = 150
@@ -58,27 +61,6 @@ _SEARCH_DESCRIPTION = (
     "regex=true a Python regular expression (start it with (?i) to ignore case); the search has "
     "a time limit. To read around row N, call read_offloaded(artifact_id, offset=N-1)."
 )
-
-
-def resolve_thread_id(config: Mapping[str, Any] | None, execution_thread: object = None) -> str:
-    """The thread an offload belongs to: `configurable.thread_id`, else the run's thread.
-
-    Falls back to `NO_THREAD_ID` for runs without a thread (no checkpointer).
-    """
-    configurable = (config or {}).get("configurable") or {}
-    value = configurable.get("thread_id") if isinstance(configurable, Mapping) else None
-    if value is None or value == "":
-        value = execution_thread
-    if value is None or value == "":
-        return NO_THREAD_ID
-    return str(value)
-
-
-def _runtime_thread(runtime: ToolRuntime[Any, Any] | None) -> str:
-    if runtime is None:
-        return NO_THREAD_ID
-    info = getattr(runtime, "execution_info", None)
-    return resolve_thread_id(runtime.config, getattr(info, "thread_id", None))
 
 
 def _describe_row_span(page: ArtifactPage) -> str:
@@ -158,6 +140,68 @@ _MaxMatches = Annotated[int, Field(description="Stop after this many matching ro
 _Regex = Annotated[bool, Field(description="Treat the pattern as a Python regular expression.")]
 
 
+def _answer_steps(
+    runtime: ToolRuntime[Any, Any] | None,
+    artifact_id: str,
+    ask: Callable[[str], Io[T]],
+    render: Callable[[T], str],
+) -> Steps[str]:
+    """Resolve the run's thread, perform the store request `ask(thread)`, render the answer."""
+    thread_id = resolve_thread_id(runtime)
+    try:
+        found = yield from perform(ask(thread_id))
+    except _Handled as exc:
+        return _error(exc, thread_id, artifact_id)
+    return render(found)
+
+
+def _read_steps(
+    store: ArtifactStore,
+    max_page_chars: int,
+    artifact_id: str,
+    runtime: ToolRuntime[Any, Any] | None,
+    offset: int = 0,
+    limit: int = 200,
+) -> Steps[str]:
+    def ask(thread_id: str) -> Io[ArtifactPage]:
+        limit_rows = max(1, min(MAX_PAGE_ROWS, limit))
+        return Io.of(
+            store.read_page,
+            store.aread_page,
+            thread_id,
+            artifact_id,
+            offset=max(0, offset),
+            limit=limit_rows,
+            max_chars=max_page_chars,
+        )
+
+    return _answer_steps(runtime, artifact_id, ask, format_page)
+
+
+def _search_steps(
+    store: ArtifactStore,
+    timeout_seconds: float,
+    artifact_id: str,
+    pattern: str,
+    runtime: ToolRuntime[Any, Any] | None,
+    max_matches: int = 20,
+    regex: bool = False,
+) -> Steps[str]:
+    def ask(thread_id: str) -> Io[ArtifactSearchResult]:
+        return Io.of(
+            store.search,
+            store.asearch,
+            thread_id,
+            artifact_id,
+            pattern,
+            regex=regex,
+            max_matches=max_matches,
+            timeout_seconds=timeout_seconds,
+        )
+
+    return _answer_steps(runtime, artifact_id, ask, format_search)
+
+
 def offload_tools(
     store: ArtifactStore,
     *,
@@ -172,40 +216,19 @@ def offload_tools(
         search_timeout_seconds: Time budget of one `search_offloaded` call.
 
     Returns:
-        `[read_offloaded, search_offloaded]`, sync and async.
+        `[read_offloaded, search_offloaded]`, sync and async (the async forms use only the
+        store's async methods).
     """
+    # The sync functions carry the signatures LangChain builds the tool schemas from; it calls
+    # the coroutines with the same validated keyword arguments.
 
     def read_offloaded(
         artifact_id: _Id, runtime: ToolRuntime, offset: _Offset = 0, limit: _Limit = 200
     ) -> str:
-        thread_id = _runtime_thread(runtime)
-        try:
-            page = store.read_page(
-                thread_id,
-                artifact_id,
-                offset=max(0, offset),
-                limit=max(1, min(MAX_PAGE_ROWS, limit)),
-                max_chars=max_page_chars,
-            )
-        except _Handled as exc:
-            return _error(exc, thread_id, artifact_id)
-        return format_page(page)
+        return run_sync(_read_steps(store, max_page_chars, artifact_id, runtime, offset, limit))
 
-    async def aread_offloaded(
-        artifact_id: _Id, runtime: ToolRuntime, offset: _Offset = 0, limit: _Limit = 200
-    ) -> str:
-        thread_id = _runtime_thread(runtime)
-        try:
-            page = await store.aread_page(
-                thread_id,
-                artifact_id,
-                offset=max(0, offset),
-                limit=max(1, min(MAX_PAGE_ROWS, limit)),
-                max_chars=max_page_chars,
-            )
-        except _Handled as exc:
-            return _error(exc, thread_id, artifact_id)
-        return format_page(page)
+    async def aread_offloaded(**args: Any) -> str:
+        return await run_async(_read_steps(store, max_page_chars, **args))
 
     def search_offloaded(
         artifact_id: _Id,
@@ -214,40 +237,13 @@ def offload_tools(
         max_matches: _MaxMatches = 20,
         regex: _Regex = False,
     ) -> str:
-        thread_id = _runtime_thread(runtime)
-        try:
-            result = store.search(
-                thread_id,
-                artifact_id,
-                pattern,
-                regex=regex,
-                max_matches=max_matches,
-                timeout_seconds=search_timeout_seconds,
-            )
-        except _Handled as exc:
-            return _error(exc, thread_id, artifact_id)
-        return format_search(result)
+        steps = _search_steps(
+            store, search_timeout_seconds, artifact_id, pattern, runtime, max_matches, regex
+        )
+        return run_sync(steps)
 
-    async def asearch_offloaded(
-        artifact_id: _Id,
-        pattern: _Pattern,
-        runtime: ToolRuntime,
-        max_matches: _MaxMatches = 20,
-        regex: _Regex = False,
-    ) -> str:
-        thread_id = _runtime_thread(runtime)
-        try:
-            result = await store.asearch(
-                thread_id,
-                artifact_id,
-                pattern,
-                regex=regex,
-                max_matches=max_matches,
-                timeout_seconds=search_timeout_seconds,
-            )
-        except _Handled as exc:
-            return _error(exc, thread_id, artifact_id)
-        return format_search(result)
+    async def asearch_offloaded(**args: Any) -> str:
+        return await run_async(_search_steps(store, search_timeout_seconds, **args))
 
     read: Callable[..., str] = read_offloaded
     search: Callable[..., str] = search_offloaded
