@@ -212,7 +212,6 @@ def _compaction_config(root: Path, **summarization: Any) -> Any:
     )
 
 
-@pytest.mark.xfail(strict=False, reason="engine wiring pending (Compactor.acompact -> steps)")
 async def test_agent_with_async_only_store_archives_and_offloads_input(tmp_path: Path) -> None:
     backend = AsyncOnlyStore()
     config = _compaction_config(tmp_path / "unused", preserve_human={"max_tokens": 40})

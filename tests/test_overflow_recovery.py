@@ -74,9 +74,7 @@ def _tool_loop_agent(calls: int) -> tuple[Any, ScriptedChatModel, list[int]]:
 def _overflows(model: ScriptedChatModel) -> int:
     estimate = get_counter()
     return sum(
-        1
-        for r in model.requests
-        if 3 * estimate.count_messages(r.messages, anchor=False) > 4000
+        1 for r in model.requests if 3 * estimate.count_messages(r.messages, anchor=False) > 4000
     )
 
 

@@ -38,7 +38,7 @@ def _plain(value: Any) -> Any:
             _plain(value.content),
             [(c["name"], c["args"], c.get("id")) for c in calls],
             getattr(value, "tool_call_id", None),
-            _plain({k: v for k, v in value.additional_kwargs.items()}),
+            _plain(dict(value.additional_kwargs)),
         )
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in sorted(value.items()) if k not in _VOLATILE}

@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from foldwise._incremental import NewMessages
+from foldwise._thread_id import resolve_thread_id
 from foldwise.config import FoldwiseConfig
 from foldwise.durable._channels import BUILTIN_CHANNELS, DurableChannel, render_sections
 from foldwise.durable._delegations import (
@@ -29,12 +30,6 @@ __all__ = ["DurableContextMiddleware"]
 logger = logging.getLogger(__name__)
 
 ToolResult = ToolMessage | Command[Any]
-
-
-def _thread_key(runtime: Any) -> str:
-    info = getattr(runtime, "execution_info", None)
-    thread = getattr(info, "thread_id", None)
-    return str(thread) if thread else ""
 
 
 class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
@@ -155,7 +150,7 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         grew; the built-in channels are re-extracted only when one of those can change them.
         """
         messages = state.get("messages") or []
-        new = self._new.since(_thread_key(runtime), messages)
+        new = self._new.since(resolve_thread_id(runtime), messages)
         if new is not None and not any(map(self._relevant, new)):
             if not self.custom_channels:
                 return None

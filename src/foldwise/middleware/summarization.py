@@ -24,6 +24,7 @@ from langgraph.types import Command
 
 from foldwise._lru import LRUDict
 from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._thread_id import resolve_thread_id
 from foldwise.compaction import (
     CompactionOutcome,
     CompactionPolicy,
@@ -88,19 +89,6 @@ def _run_id() -> str | None:
         return None
     value = (config.get("metadata") or {}).get("run_id") or config.get("run_id")
     return str(value) if value else None
-
-
-def _thread_id(runtime: Any) -> str | None:
-    info = getattr(runtime, "execution_info", None)
-    thread = getattr(info, "thread_id", None)
-    if thread:
-        return str(thread)
-    try:
-        configurable = get_config().get("configurable", {})
-    except RuntimeError:
-        return None
-    value = configurable.get("thread_id")
-    return str(value) if value is not None else None
 
 
 class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
@@ -231,7 +219,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             # Oversized user input was just stored: plan on its preview, not on its full size.
             replaced = {m.id: m for m in pre.get("messages", [])}
             messages = [replaced.get(m.id, m) for m in messages]
-        key = _thread_id(runtime) or ""
+        key = resolve_thread_id(runtime)
         static = self._static.get(key, self._initial_static)
         summary = state.get("summary_text")
         decision = self.compactor.decide(
@@ -250,7 +238,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         ensure_message_ids(messages)
         options: CompactOptions = {
             "static_tokens": static,
-            "thread_id": key or None,
+            "thread_id": key,
             "run_id": _run_id(),
             "decision": decision,
             "policy": self._policy_for(key),
@@ -271,7 +259,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
 
     def before_agent(self, state: FoldwiseState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Start a new run: reset the per-run compaction count and the incremental scans."""
-        key = _thread_id(runtime) or ""
+        key = resolve_thread_id(runtime)
         with self._lock:
             self._run_counts[key] = 0
         if self.durable is not None:
@@ -392,7 +380,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             is_durable_data_message(m) for m in request.messages[: split_head(request.messages)]
         ):
             request = self._project(request)
-        key = _thread_id(request.runtime) or ""
+        key = resolve_thread_id(request.runtime)
         static, conversation, lead = self._measure(request)
         summary = _summary_of(request.state)
         planner_static = static - (self.counter.count_text(summary) if summary else 0)
@@ -440,7 +428,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         self, request: ModelRequest[Any], error: BaseException, estimated: int
     ) -> CompactionPolicy:
         """Recalibrate the thread from the provider's refusal and return the shrunk policy."""
-        key = _thread_id(request.runtime) or ""
+        key = resolve_thread_id(request.runtime)
         limit, counted = overflow_numbers(error)
         current = self._scale.get(key, 1.0)
         if counted is not None and estimated > 0:
@@ -467,7 +455,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         messages = list(request.state.get("messages") or [])
         if not messages or not self.enabled:
             return None
-        key = _thread_id(request.runtime) or ""
+        key = resolve_thread_id(request.runtime)
         outcome = yield from self.compactor.compact_steps(
             messages,
             _summary_of(request.state),
@@ -475,7 +463,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             trigger="overflow",
             policy=policy,
             static_tokens=self._static.get(key, self._initial_static),
-            thread_id=key or None,
+            thread_id=key,
             run_id=_run_id(),
         )
         return outcome if outcome.compacted else None
@@ -493,9 +481,10 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
                 if not is_context_overflow(err):
                     raise
                 if attempt == _MAX_OVERFLOW_RETRIES:
+                    thread = resolve_thread_id(request.runtime)
                     raise ContextOverflowError(
                         "the request still exceeds the provider's window after compaction and "
-                        f"clipping ({attempt} retries, thread {_thread_id(request.runtime)}): {err}"
+                        f"clipping ({attempt} retries, thread {thread}): {err}"
                     ) from err
                 policy = self._overflow_policy(request, err, estimated)
                 if outcome is None:
@@ -514,7 +503,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         for message in messages:
             usage = getattr(message, "usage_metadata", None)
             if isinstance(message, AIMessage) and usage and usage.get("input_tokens"):
-                key = _thread_id(sent.runtime) or ""
+                key = resolve_thread_id(sent.runtime)
                 self._calibrate(key, int(usage["input_tokens"]), estimated)
 
     @staticmethod
