@@ -264,6 +264,8 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             self._run_counts[key] = 0
         if self.durable is not None:
             self.durable.new_run(key)
+        if self.offload is not None:
+            self.offload.new_run(key)
         return None
 
     async def abefore_agent(

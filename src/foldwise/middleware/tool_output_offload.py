@@ -30,6 +30,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
+from foldwise._incremental import NewMessages
 from foldwise._steps import Io, Steps, run_async, run_sync
 from foldwise._thread_id import resolve_thread_id
 from foldwise.config import FoldwiseConfig, OffloadConfig
@@ -113,6 +114,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         self.exempt_tools = frozenset(exempt_tools)
         self.preview_chars = preview_chars
         self.count_tokens = count_tokens
+        self._new = NewMessages()
         self.tools = offload_tools(self.store) if enabled and add_tools else []
 
     @classmethod
@@ -281,12 +283,18 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
 
     # -- pasted user input -----------------------------------------------------------------
 
-    def _human_candidates(self, state: Any) -> list[tuple[HumanMessage, str]]:
+    def new_run(self, thread_key: str) -> None:
+        """Look at the whole history on the next call (a run starts; it may have been edited)."""
+        self._new.forget(thread_key)
+
+    def _human_candidates(self, state: Any, thread_id: str) -> list[tuple[HumanMessage, str]]:
+        """User messages over the limit, among those added since the previous call."""
         if not self.enabled or self.human_token_limit <= 0:
             return []
-        messages = state.get("messages") if isinstance(state, dict) else None
+        messages = (state.get("messages") if isinstance(state, dict) else None) or []
+        new = self._new.since(thread_id, messages)
         found: list[tuple[HumanMessage, str]] = []
-        for message in messages or []:
+        for message in messages if new is None else new:
             if not isinstance(message, HumanMessage) or not message.id:
                 continue
             if message.additional_kwargs.get(OFFLOAD_FLAG):
@@ -323,11 +331,15 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
     def before_model_steps(
         self, state: OffloadState, runtime: Runtime[Any]
     ) -> Steps[dict[str, Any] | None]:
-        """Offload user messages above `human_token_limit` (stored first, then replaced)."""
-        candidates = self._human_candidates(state)
+        """Offload user messages above `human_token_limit` (stored first, then replaced).
+
+        Only messages added since the previous call are checked (the whole history at the
+        start of a run), so the check costs what is new, not the history's length.
+        """
+        thread_id = resolve_thread_id(runtime)
+        candidates = self._human_candidates(state, thread_id)
         if not candidates:
             return None
-        thread_id = resolve_thread_id(runtime)
         done: list[tuple[HumanMessage, str, ArtifactRef]] = []
         for message, text in candidates:
             try:
