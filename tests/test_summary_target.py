@@ -1,4 +1,4 @@
-"""Summary size: a target in the prompt, a condense re-ask, deterministic condensing, full render."""
+"""Summary size: a target in the prompt, a condense re-ask, condensing, rendering in full."""
 
 from __future__ import annotations
 
