@@ -130,3 +130,22 @@ async def test_async_path_survives_hung_calls(
         )
         assert result.model_name == BUILTIN_EXTRACTIVE
         assert "timed out" in (result.attempts[0].error or "")
+
+
+def test_the_thread_cap_fails_fast_and_the_fallback_still_runs(
+    hung: HungChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import foldwise.compaction._summarize as summarize
+
+    monkeypatch.setattr(summarize, "_slots", threading.BoundedSemaphore(1))
+    prompt = _prompt()
+    names = ["hung", BUILTIN_EXTRACTIVE]
+    first = generate_summary(
+        prompt, names, _resolver(hung), input_tokens=10**6, count=len, timeout=TIMEOUT
+    )
+    second = generate_summary(
+        prompt, names, _resolver(hung), input_tokens=10**6, count=len, timeout=TIMEOUT
+    )
+    assert "timed out" in (first.attempts[0].error or "")
+    assert "still running past their timeout" in (second.attempts[0].error or "")
+    assert first.model_name == second.model_name == BUILTIN_EXTRACTIVE

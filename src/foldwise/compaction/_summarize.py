@@ -112,7 +112,8 @@ def validate_summary(
 
 def _in_thread(fn: Callable[[Any], Any], arg: Any) -> concurrent.futures.Future[Any]:
     """Start `fn(arg)` in a fresh daemon thread, in the caller's context; its future."""
-    if not _slots.acquire(blocking=False):
+    slots = _slots  # the one acquired is the one released, whatever `_slots` is by then
+    if not slots.acquire(blocking=False):
         raise RuntimeError(
             f"{MAX_TIMED_CALLS} summarizer calls are still running past their timeout; "
             "not starting another until one returns (lower the provider's own request timeout)"
@@ -133,7 +134,7 @@ def _in_thread(fn: Callable[[Any], Any], arg: Any) -> concurrent.futures.Future[
             else:
                 future.set_result(result)
         finally:
-            _slots.release()
+            slots.release()
 
     threading.Thread(target=run, name="foldwise-summarize", daemon=True).start()
     return future
