@@ -10,7 +10,13 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from foldwise.durable._delegations import render_delegations
-from foldwise.durable._render import SUMMARY_CHAR_BUDGET, bound_text, render_summary_section
+from foldwise.durable._render import (
+    SUMMARY_HEADING,
+    SUMMARY_RENDER_CAP_CHARS,
+    bound_text,
+    render_section,
+    render_summary_section,
+)
 from foldwise.durable._skills import SKILL_METADATA_KEY, render_skills
 from foldwise.messages import OFFLOAD_FLAG
 
@@ -33,7 +39,11 @@ Capture = Callable[[Sequence[BaseMessage], Mapping[str, Any]], Any]
 
 
 def escape_value(value: object) -> str:
-    """Escape untrusted text for the data block (`<`, `>` and `&`)."""
+    """Escape `<`, `>` and `&` in `value`.
+
+    Not needed in a channel's `render`: the framework escapes every rendered section, and text
+    already escaped with this function is not escaped twice.
+    """
     return html.escape(str(value), quote=False)
 
 
@@ -48,8 +58,10 @@ class DurableChannel:
 
     Attributes:
         key: The state key.
-        render: Returns the section text for a value, already escaped (use `escape_value`);
-            an empty string renders nothing.
+        render: Returns the section text for a value, as plain text; an empty string renders
+            nothing. The framework escapes it and places it, indented, in its own
+            `<section channel="key">` element, so nothing it returns can pose as another
+            section or close the data block.
         budget_chars: The section is cut to this many characters (head and tail kept).
         reducer: LangGraph reducer for the key (`None`: last write wins).
         capture: Extracts an update from the current messages and state.
@@ -91,7 +103,7 @@ def render_offloads(entries: Sequence[Mapping[str, Any]]) -> str:
         )
         if preview:
             line += f": {preview}"
-        lines.append(escape_value(line))
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -133,7 +145,13 @@ def offloads_gone(
 
 
 BUILTIN_CHANNELS: tuple[DurableChannel, ...] = (
-    DurableChannel("summary_text", lambda v: render_summary_section(v), SUMMARY_CHAR_BUDGET + 200),
+    # The summary is never cut here: it is written within its size target, and
+    # `summary_for_context` bounds older ones the same way for the renderer and the counters.
+    DurableChannel(
+        "summary_text",
+        render_summary_section,
+        SUMMARY_RENDER_CAP_CHARS + len(SUMMARY_HEADING) + 1,
+    ),
     DurableChannel("delegations", render_delegations, 6000, gone_from_context=delegations_gone),
     DurableChannel("skill_context", render_skills, 6000, gone_from_context=skills_gone),
     DurableChannel(
@@ -145,10 +163,12 @@ BUILTIN_CHANNELS: tuple[DurableChannel, ...] = (
 def render_sections(
     state: Mapping[str, Any], channels: Sequence[DurableChannel] = BUILTIN_CHANNELS
 ) -> list[str]:
-    """Render every channel with a value, in order, each within its budget.
+    """Render every channel with a value, in order, each within its budget, as section elements.
 
-    Channels with a `gone_from_context` filter render only what the state's messages no longer
-    show, so the block changes only when compaction removes something.
+    Each channel's text is cut to its budget, then escaped and indented inside its own
+    `<section channel="key">` element (`render_section`). Channels with a `gone_from_context`
+    filter render only what the state's messages no longer show, so the block changes only
+    when compaction removes something.
     """
     sections: list[str] = []
     messages = list(state.get("messages") or []) if isinstance(state, Mapping) else []
@@ -159,6 +179,6 @@ def render_sections(
         if not value:
             continue
         text = channel.render(value)
-        if text:
-            sections.append(bound_text(text, channel.budget_chars))
+        if text and text.strip():
+            sections.append(render_section(channel.key, bound_text(text, channel.budget_chars)))
     return sections

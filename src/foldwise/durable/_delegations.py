@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import html
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -166,7 +165,7 @@ def _guidance(entry: dict[str, Any]) -> str:
 def render_delegations(
     entries: Sequence[dict[str, Any]], budget: int = DELEGATION_RENDER_BUDGET
 ) -> str:
-    """The ledger newest first, escaped, within `budget` characters."""
+    """The ledger newest first as plain text (the data block escapes it), within `budget`."""
     if not entries:
         return ""
     lines = [
@@ -176,17 +175,13 @@ def render_delegations(
     ]
     body: list[str] = []
     for entry in reversed(entries):
-
-        def esc(value: object) -> str:
-            return html.escape(_one_line(value), quote=False)
-
         brief = _one_line(entry.get("result_brief") or "")[:_RENDER_RESULT_CAP]
         line = (
-            f"- [{esc(entry.get('status'))}] {esc(entry.get('description', ''))} "
-            f"(via {esc(entry.get('subagent_type', ''))}; {_guidance(entry)})"
+            f"- [{_one_line(entry.get('status'))}] {_one_line(entry.get('description', ''))} "
+            f"(via {_one_line(entry.get('subagent_type', ''))}; {_guidance(entry)})"
         )
         if brief:
-            line += f" -> {esc(brief)}"
+            line += f" -> {_one_line(brief)}"
         body.append(line)
     text = "\n".join([*lines, *body])
     omitted = 0

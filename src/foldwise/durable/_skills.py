@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import logging
 import posixpath
 import re
@@ -142,16 +141,16 @@ def merge_skill_context(
 
 
 def render_skills(entries: Sequence[dict[str, Any]]) -> str:
-    """Skill references, escaped; the body is never rendered."""
+    """Skill references as plain text (the data block escapes them); never the body."""
     if not entries:
         return ""
     lines = [
         "## Active skills (loaded earlier - re-read the file before applying its instructions)"
     ]
     for entry in entries:
-        description = html.escape(str(entry.get("description") or ""), quote=False)
-        line = f"- {html.escape(str(entry.get('name')), quote=False)}"
+        description = " ".join(str(entry.get("description") or "").split())
+        line = f"- {entry.get('name')}"
         line += f": {description}" if description else ""
-        line += f" -> {html.escape(str(entry.get('path')), quote=False)}"
+        line += f" -> {entry.get('path')}"
         lines.append(line)
     return "\n".join(lines)

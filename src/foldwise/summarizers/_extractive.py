@@ -95,11 +95,13 @@ class ExtractiveSummarizer(BaseChatModel):
         """Accept tools for interface compatibility; the summarizer never calls them."""
         return self.bind(**kwargs)
 
-    def summarize(self, messages: Sequence[BaseMessage]) -> str:
+    def summarize(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> str:
         """Return the summary text for `messages` (what `invoke` answers, without callbacks).
 
         Args:
             messages: A foldwise summarizer prompt or any conversation.
+            max_tokens: A lower ceiling for this call (the summary's size target); the
+                smaller of it and the `max_tokens` field applies.
 
         Returns:
             The summary markdown.
@@ -116,7 +118,7 @@ class ExtractiveSummarizer(BaseChatModel):
         if previous and previous.strip():
             doc = merge_docs(parse_summary(previous), doc)
         code = self.language or doc.language or "en"
-        budget = self.max_tokens
+        budget = self.max_tokens if max_tokens is None else min(self.max_tokens, max_tokens)
         if input_text_tokens > 0:
             budget = min(budget, int(input_text_tokens * MAX_INPUT_FRACTION))
         text = fit_summary(doc, LANGUAGES[code], max(1, budget), count=estimate_tokens)
@@ -136,9 +138,11 @@ class ExtractiveSummarizer(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = AIMessage(
-            content=self.summarize(messages), response_metadata={"model_name": "extractive"}
-        )
+        # A per-call `max_tokens` (bound by foldwise to the summary's size target, or passed
+        # by any caller as with other chat models) lowers the ceiling for this call.
+        ceiling = kwargs.get("max_tokens")
+        text = self.summarize(messages, max_tokens=ceiling if isinstance(ceiling, int) else None)
+        message = AIMessage(content=text, response_metadata={"model_name": "extractive"})
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
