@@ -537,8 +537,8 @@ def test_offload_gc_reports_what_it_removed(tmp_path: Path) -> None:
 
 
 def test_replay_command_prints_the_comparison_and_writes_a_report(tmp_path: Path) -> None:
-    from foldwise.bench.sessions import session_messages
     from foldwise.replay import dump_trace
+    from foldwise.replay.sessions import session_messages
 
     trace = tmp_path / "session.jsonl"
     trace.write_text(dump_trace(session_messages("coding_zh", quick=True)), encoding="utf-8")

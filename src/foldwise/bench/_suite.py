@@ -172,7 +172,7 @@ def _counting(result: BenchSuiteResult, quick: bool) -> None:
 
 
 def _scenario_list(quick: bool) -> list[Scenario]:
-    from foldwise.bench.sessions import SESSION_NAMES, SESSION_TITLES, session_messages
+    from foldwise.replay.sessions import SESSION_NAMES, SESSION_TITLES, session_messages
 
     scenarios = suite_scenarios(quick=quick)
     scenarios.extend(

@@ -17,6 +17,7 @@ from foldwise.replay._html import render_html_report, write_html_report
 from foldwise.replay._model import ProviderAttempt, ReplayChatModel
 from foldwise.replay._render import format_receipts, format_summary, sparkline, summary_table
 from foldwise.replay._report import CallRecord, CompactionEvent, ReplayReport
+from foldwise.replay._scripted import RecordedRequest, ScriptedChatModel
 from foldwise.replay._systems import DEFAULT_PEERS, SYSTEM_KEYS, ReplaySystem, get_system
 from foldwise.replay._trace import TRACE_FORMATS, Trace, TraceFormat, load_trace, parse_trace
 
@@ -31,10 +32,12 @@ __all__ = [
     "DemoResult",
     "ExportFormat",
     "ProviderAttempt",
+    "RecordedRequest",
     "ReplayChatModel",
     "ReplayComparison",
     "ReplayReport",
     "ReplaySystem",
+    "ScriptedChatModel",
     "Trace",
     "TraceFormat",
     "TraceInput",

@@ -11,7 +11,7 @@ import random
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from foldwise.bench.sessions._text import SessionBuilder, fill, pick
+from foldwise.replay.sessions._text import SessionBuilder, fill, pick
 
 __all__ = ["build_proposal_review", "proposal_text"]
 
