@@ -504,15 +504,13 @@ def test_check_renders_zero_limits_as_off_and_paths_literally(tmp_path: Path) ->
 
 
 def test_bench_without_a_command_runs_the_whole_suite(monkeypatch: pytest.MonkeyPatch) -> None:
-    import foldwise.bench._suite as suite_module
-
     calls: list[tuple[bool, object]] = []
 
     def run_bench_suite(*, quick: bool = False, results_dir: object = None) -> FakeReport:
         calls.append((quick, results_dir))
         return FakeReport(quick)
 
-    monkeypatch.setattr(suite_module, "run_bench_suite", run_bench_suite)
+    monkeypatch.setattr(foldwise.bench, "run_bench_suite", run_bench_suite)
     result = run("bench")
     assert result.exit_code == 0, result.output
     assert calls == [(False, None)]
