@@ -24,6 +24,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(UV) run --frozen ruff check src tests bench
 	$(UV) run --frozen ruff format --check src tests bench
+	$(UV) run --frozen lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(UV) run --frozen mypy

@@ -504,15 +504,13 @@ def test_check_renders_zero_limits_as_off_and_paths_literally(tmp_path: Path) ->
 
 
 def test_bench_without_a_command_runs_the_whole_suite(monkeypatch: pytest.MonkeyPatch) -> None:
-    import foldwise.bench._suite as suite_module
-
     calls: list[tuple[bool, object]] = []
 
     def run_bench_suite(*, quick: bool = False, results_dir: object = None) -> FakeReport:
         calls.append((quick, results_dir))
         return FakeReport(quick)
 
-    monkeypatch.setattr(suite_module, "run_bench_suite", run_bench_suite)
+    monkeypatch.setattr(foldwise.bench, "run_bench_suite", run_bench_suite)
     result = run("bench")
     assert result.exit_code == 0, result.output
     assert calls == [(False, None)]
@@ -537,8 +535,8 @@ def test_offload_gc_reports_what_it_removed(tmp_path: Path) -> None:
 
 
 def test_replay_command_prints_the_comparison_and_writes_a_report(tmp_path: Path) -> None:
-    from foldwise.bench.sessions import session_messages
     from foldwise.replay import dump_trace
+    from foldwise.replay.sessions import session_messages
 
     trace = tmp_path / "session.jsonl"
     trace.write_text(dump_trace(session_messages("coding_zh", quick=True)), encoding="utf-8")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from foldwise.offload._bench import make_corpus_page, run_offload_benchmark
+from foldwise.bench._offload_session import make_corpus_page, run_offload_benchmark
 
 
 def test_corpus_pages_are_deterministic_and_sized() -> None:

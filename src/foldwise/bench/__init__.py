@@ -1,5 +1,23 @@
-"""Benchmarks: `run_token_benchmark` measures token-count accuracy and counting cost."""
+"""Benchmarks: token counting, the replay suite (M1–M5) and the offload A/B runs.
 
+`run_token_benchmark` measures token-count accuracy and counting cost; `run_bench_suite`
+replays the scenarios through foldwise and its peers; `run_offload_ab` and
+`run_offload_benchmark` measure the offload tier alone.
+"""
+
+from foldwise.bench._offload_ab import OffloadABResult, run_offload_ab
+from foldwise.bench._offload_session import run_offload_benchmark
+from foldwise.bench._suite import BenchSuiteResult, run_bench_suite
 from foldwise.bench._tokens import AccuracyRow, SpeedRow, TokenBenchResult, run_token_benchmark
 
-__all__ = ["AccuracyRow", "SpeedRow", "TokenBenchResult", "run_token_benchmark"]
+__all__ = [
+    "AccuracyRow",
+    "BenchSuiteResult",
+    "OffloadABResult",
+    "SpeedRow",
+    "TokenBenchResult",
+    "run_bench_suite",
+    "run_offload_ab",
+    "run_offload_benchmark",
+    "run_token_benchmark",
+]

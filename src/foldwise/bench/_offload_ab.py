@@ -67,9 +67,9 @@ def run_offload_ab(
     Everything else is the default stack with the offline summarizer, so the difference is
     the offload tier alone: real compactions, peak and total prompt tokens, provider refusals.
     """
-    from foldwise.bench.sessions import session_trace
     from foldwise.config import parse_config
     from foldwise.replay import replay_trace
+    from foldwise.replay.sessions import session_trace
 
     started = time.perf_counter()
     result = OffloadABResult(session=session, window=window, trigger=trigger)

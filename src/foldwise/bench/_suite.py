@@ -26,9 +26,16 @@ from typing import Any
 from foldwise.bench._suite_metrics import Pricing, facts_analyzer, output_tokens, system_metrics
 from foldwise.bench._suite_render import suite_markdown, targets
 from foldwise.bench._suite_scenarios import Scenario, suite_scenarios
-from foldwise.replay import Trace, demo_config, get_system, replay_system
-from foldwise.replay._model import default_provider_counter
-from foldwise.tokens import exact_backend
+from foldwise.config import FoldwiseConfig
+from foldwise.replay import (
+    Trace,
+    default_provider_counter,
+    demo_config,
+    get_system,
+    replay_system,
+)
+from foldwise.replay.sessions import SESSION_NAMES, SESSION_TITLES, session_messages
+from foldwise.tokens import TokenCounter, exact_backend
 
 __all__ = ["SUITE_SYSTEMS", "BenchSuiteResult", "run_bench_suite"]
 
@@ -172,14 +179,67 @@ def _counting(result: BenchSuiteResult, quick: bool) -> None:
 
 
 def _scenario_list(quick: bool) -> list[Scenario]:
-    from foldwise.bench.sessions import SESSION_NAMES, SESSION_TITLES, session_messages
-
     scenarios = suite_scenarios(quick=quick)
     scenarios.extend(
         Scenario(name, SESSION_TITLES[name], session_messages(name, quick=quick))
         for name in SESSION_NAMES
     )
     return scenarios
+
+
+def _choose_scenarios(quick: bool, scenarios: Sequence[str] | None) -> list[Scenario]:
+    """The suite's scenarios, or only `scenarios` (in suite order).
+
+    Raises:
+        ValueError: An unknown scenario key.
+    """
+    chosen = _scenario_list(quick)
+    if scenarios is None:
+        return chosen
+    unknown = sorted(set(scenarios) - {s.key for s in chosen})
+    if unknown:
+        known = ", ".join(s.key for s in chosen)
+        raise ValueError(f"unknown scenario(s) {', '.join(unknown)}; known: {known}")
+    return [s for s in chosen if s.key in scenarios]
+
+
+def _run_scenario(
+    result: BenchSuiteResult,
+    scenario: Scenario,
+    keys: Sequence[str],
+    *,
+    config: FoldwiseConfig,
+    exact: bool,
+    provider: TokenCounter,
+) -> None:
+    """Replay one scenario through every system; record its header and metrics in `result`."""
+    trace = Trace.from_messages(scenario.messages, name=scenario.key)
+    answers = output_tokens(trace.messages, provider)
+    result.scenarios[scenario.key] = {
+        "title": scenario.title,
+        "calls": trace.model_calls,
+        "messages": len(trace.messages),
+        "answer_tokens": answers,
+        "facts": len(scenario.facts),
+    }
+    analyzers = [facts_analyzer(scenario.facts)] if scenario.facts else []
+    rows: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        logger.info("bench: %s through %s", scenario.key, key)
+        report = replay_system(
+            trace,
+            get_system(key),
+            config=config,
+            window=result.window,
+            exact=exact,
+            analyzers=analyzers,
+        )
+        if not report.available:
+            rows[key] = {"note": report.note}
+            continue
+        rows[key] = system_metrics(report, answer_tokens=answers, pricing=result.pricing)
+        rows[key]["seconds"] = round(report.duration_seconds, 2)
+    result.results[scenario.key] = rows
 
 
 def run_bench_suite(
@@ -207,49 +267,15 @@ def run_bench_suite(
         ValueError: An unknown scenario or system key.
     """
     started = time.perf_counter()
-    pricing = pricing or Pricing()
-    result = BenchSuiteResult(quick, environment(), window, pricing)
-    config = demo_config(window)
-    exact = exact_backend() is not None
-    provider = default_provider_counter()
+    result = BenchSuiteResult(quick, environment(), window, pricing or Pricing())
     keys = ["foldwise", *(s for s in systems if s != "foldwise")]
     for key in keys:
         get_system(key)  # fail fast on a typo
-    chosen = _scenario_list(quick)
-    if scenarios is not None:
-        unknown = sorted(set(scenarios) - {s.key for s in chosen})
-        if unknown:
-            known = ", ".join(s.key for s in chosen)
-            raise ValueError(f"unknown scenario(s) {', '.join(unknown)}; known: {known}")
-        chosen = [s for s in chosen if s.key in scenarios]
-    for scenario in chosen:
-        trace = Trace.from_messages(scenario.messages, name=scenario.key)
-        answers = output_tokens(trace.messages, provider)
-        result.scenarios[scenario.key] = {
-            "title": scenario.title,
-            "calls": trace.model_calls,
-            "messages": len(trace.messages),
-            "answer_tokens": answers,
-            "facts": len(scenario.facts),
-        }
-        analyzers = [facts_analyzer(scenario.facts)] if scenario.facts else []
-        rows: dict[str, dict[str, Any]] = {}
-        for key in keys:
-            logger.info("bench: %s through %s", scenario.key, key)
-            report = replay_system(
-                trace,
-                get_system(key),
-                config=config,
-                window=window,
-                exact=exact,
-                analyzers=analyzers,
-            )
-            if not report.available:
-                rows[key] = {"note": report.note}
-                continue
-            rows[key] = system_metrics(report, answer_tokens=answers, pricing=pricing)
-            rows[key]["seconds"] = round(report.duration_seconds, 2)
-        result.results[scenario.key] = rows
+    config = demo_config(window)
+    exact = exact_backend() is not None
+    provider = default_provider_counter()
+    for scenario in _choose_scenarios(quick, scenarios):
+        _run_scenario(result, scenario, keys, config=config, exact=exact, provider=provider)
     if counting:
         _counting(result, quick)
     result.seconds = time.perf_counter() - started

@@ -12,9 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from foldwise.bench._suite_scenarios import FACT_CATEGORIES, PlantedFact
 from foldwise.messages import message_text
-from foldwise.replay import ReplayReport
-from foldwise.replay._driver import Analyzer, Finished
-from foldwise.replay._probe import RequestSnapshot
+from foldwise.replay import Analyzer, Finished, ReplayReport, RequestSnapshot
 from foldwise.tokens import TokenCounter
 
 __all__ = ["Pricing", "facts_analyzer", "output_tokens", "request_text", "system_metrics"]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from foldwise.bench._suite import BenchSuiteResult
+    from foldwise.bench._suite_metrics import Pricing
 
 __all__ = ["suite_markdown", "targets"]
 
@@ -142,14 +143,13 @@ def _demote(markdown: str) -> str:
     )
 
 
-def suite_markdown(result: BenchSuiteResult) -> str:
-    """The whole suite as Markdown."""
+_Section = tuple[str, str | None, Callable[[Mapping[str, Any]], str]]
+
+
+def _header(result: BenchSuiteResult, notes: Mapping[str, str]) -> list[str]:
+    """Title, machine and versions, the targets and the systems that did not run."""
     env = result.environment
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items() if v)
-    systems = list(dict.fromkeys(s for rows in result.results.values() for s in rows))
-    notes = {
-        s: r["note"] for rows in result.results.values() for s, r in rows.items() if "note" in r
-    }
     lines = [
         f"# foldwise bench{' (quick)' if result.quick else ''}",
         "",
@@ -163,8 +163,12 @@ def suite_markdown(result: BenchSuiteResult) -> str:
     ]
     lines += [f"- {'✅' if t['met'] else '❌'} {t['name']}: {t['detail']}" for t in result.targets]
     lines += [f"- {_LABELS.get(s, s)} not run: {n}" for s, n in notes.items()]
-    p = result.pricing
-    sections: list[tuple[str, str | None, Callable[[Mapping[str, Any]], str]]] = [
+    return lines
+
+
+def _sections(p: Pricing) -> list[_Section]:
+    """The M1–M4 tables: title, the metric of the ratio columns (if any), and the cell."""
+    return [
         (
             "M1 overflow: requests refused by the provider (calls that failed)",
             None,
@@ -201,7 +205,16 @@ def suite_markdown(result: BenchSuiteResult) -> str:
             ),
         ),
     ]
-    for title, metric, cell in sections:
+
+
+def suite_markdown(result: BenchSuiteResult) -> str:
+    """The whole suite as Markdown."""
+    systems = list(dict.fromkeys(s for rows in result.results.values() for s in rows))
+    notes = {
+        s: r["note"] for rows in result.results.values() for s, r in rows.items() if "note" in r
+    }
+    lines = _header(result, notes)
+    for title, metric, cell in _sections(result.pricing):
         lines += ["", f"## {title}", ""]
         lines += _table(result.results, systems, cell, ratio_metric=metric)
     lines += [

@@ -95,7 +95,7 @@ def suite(
     deepagents (when installed) replay the same scenarios with the same summarizer; the table
     has ratio columns against each peer.
     """
-    from foldwise.bench._suite import run_bench_suite
+    from foldwise.bench import run_bench_suite
 
     with fail_on_errors():
         report = run_bench_suite(quick=quick, results_dir=results_dir)
@@ -123,7 +123,7 @@ def offload(
     Prints real compactions, peak and total prompt tokens and provider refusals for each: the
     offload tier alone makes the difference.
     """
-    from foldwise.bench._offload_ab import run_offload_ab
+    from foldwise.bench import run_offload_ab
 
     with fail_on_errors():
         report = run_offload_ab()

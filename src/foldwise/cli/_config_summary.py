@@ -60,6 +60,47 @@ def _automatic(config: FoldwiseConfig, triggers: list[dict[str, Any]]) -> str:
     return "on"
 
 
+def _summarization(config: FoldwiseConfig) -> dict[str, Any]:
+    """The `summarization` section, resolved against the run model."""
+    run = config.model()
+    policy = CompactionPolicy.from_config(config)
+    settings = config.summarization
+    triggers = _triggers(config, policy)
+    keep = policy.keep
+    return {
+        "enabled": settings.enabled,
+        "automatic": _automatic(config, triggers),
+        "triggers": triggers,
+        "keep": {
+            **_size(keep),
+            "tokens": policy.keep_tokens() if keep.type == "fraction" else None,
+            "configured": _size(settings.keep),
+            "fell_back": keep != settings.keep,
+        },
+        "trim_tokens_to_summarize": settings.trim_tokens_to_summarize,
+        "summarizers": candidate_names(
+            configured=settings.model_name,
+            run_model=run.name if run else None,
+            fallback=settings.fallback,
+        ),
+        "fallback": settings.fallback,
+        "summary_prompt": "default" if settings.summary_prompt is None else "custom",
+        "timeout_seconds": settings.timeout_seconds,
+        "preserve_human": settings.preserve_human.model_dump(),
+        "budget": {
+            "context_window": policy.context_window,
+            "reserved_output_tokens": policy.reserved_output_tokens,
+            "limit": policy.budget_limit,
+        },
+        "anti_thrash": {
+            "min_gain_tokens": settings.min_gain_tokens,
+            "max_compactions_per_run": settings.max_compactions_per_run,
+            "fallback_after_failures": settings.fallback_after_failures,
+        },
+        "skill_file_read_tool_names": list(settings.skill_file_read_tool_names),
+    }
+
+
 def summarize_config(config: FoldwiseConfig, *, path: str | None) -> dict[str, Any]:
     """Return the effective settings of `config` as JSON-ready data.
 
@@ -72,10 +113,6 @@ def summarize_config(config: FoldwiseConfig, *, path: str | None) -> dict[str, A
         path: The file it came from, or `None` for the built-in defaults.
     """
     run = config.model()
-    policy = CompactionPolicy.from_config(config)
-    settings = config.summarization
-    triggers = _triggers(config, policy)
-    keep = policy.keep
     return {
         "path": path,
         "run_model": run.name if run else None,
@@ -89,38 +126,7 @@ def summarize_config(config: FoldwiseConfig, *, path: str | None) -> dict[str, A
             }
             for m in config.models
         ],
-        "summarization": {
-            "enabled": settings.enabled,
-            "automatic": _automatic(config, triggers),
-            "triggers": triggers,
-            "keep": {
-                **_size(keep),
-                "tokens": policy.keep_tokens() if keep.type == "fraction" else None,
-                "configured": _size(settings.keep),
-                "fell_back": keep != settings.keep,
-            },
-            "trim_tokens_to_summarize": settings.trim_tokens_to_summarize,
-            "summarizers": candidate_names(
-                configured=settings.model_name,
-                run_model=run.name if run else None,
-                fallback=settings.fallback,
-            ),
-            "fallback": settings.fallback,
-            "summary_prompt": "default" if settings.summary_prompt is None else "custom",
-            "timeout_seconds": settings.timeout_seconds,
-            "preserve_human": settings.preserve_human.model_dump(),
-            "budget": {
-                "context_window": policy.context_window,
-                "reserved_output_tokens": policy.reserved_output_tokens,
-                "limit": policy.budget_limit,
-            },
-            "anti_thrash": {
-                "min_gain_tokens": settings.min_gain_tokens,
-                "max_compactions_per_run": settings.max_compactions_per_run,
-                "fallback_after_failures": settings.fallback_after_failures,
-            },
-            "skill_file_read_tool_names": list(settings.skill_file_read_tool_names),
-        },
+        "summarization": _summarization(config),
         "offload": config.offload.model_dump(),
         "tools": [t.use for t in config.tools],
         "skills": config.skills.model_dump(),
@@ -236,30 +242,30 @@ def _models_table(data: dict[str, Any]) -> Table:
     return table
 
 
-def render_summary(data: dict[str, Any]) -> RenderableType:
-    """Render `summarize_config` output as one screen of rich tables."""
-    s = data["summarization"]
-    budget = s["budget"]
+def _budget_line(budget: dict[str, Any]) -> Text:
     if budget["limit"] is None:
-        budget_line = Text(f"unknown ({_NO_WINDOW})", style="yellow")
-    else:
-        budget_line = Text(
-            f"{_n(budget['context_window'])} − {_n(budget['reserved_output_tokens'])} reserved"
-            f" = {_n(budget['limit'])} tokens per request"
-        )
+        return Text(f"unknown ({_NO_WINDOW})", style="yellow")
+    return Text(
+        f"{_n(budget['context_window'])} − {_n(budget['reserved_output_tokens'])} reserved"
+        f" = {_n(budget['limit'])} tokens per request"
+    )
+
+
+def _anti_thrash_line(s: dict[str, Any]) -> str:
     anti = s["anti_thrash"]
-    human = s["preserve_human"]
-    trim = s["trim_tokens_to_summarize"]
-    chain = " → ".join(s["summarizers"]) or "none"
-    anti_line = (
+    line = (
         f"min gain {_n(anti['min_gain_tokens'])} tokens; "
         f"at most {anti['max_compactions_per_run']} compactions per run"
     )
     if s["fallback"]:
-        anti_line += (
-            f"; straight to {s['fallback']} after {anti['fallback_after_failures']} failures"
-        )
-    summarization = _grid(
+        line += f"; straight to {s['fallback']} after {anti['fallback_after_failures']} failures"
+    return line
+
+
+def _summarization_grid(s: dict[str, Any]) -> Table:
+    human = s["preserve_human"]
+    trim = s["trim_tokens_to_summarize"]
+    return _grid(
         "Summarization",
         [
             (
@@ -269,24 +275,27 @@ def render_summary(data: dict[str, Any]) -> RenderableType:
             ("triggers", _trigger_lines(s)),
             ("keep", _keep_line(s["keep"])),
             ("trim input to", "disabled (null)" if trim is None else f"{_n(trim)} tokens"),
-            ("summarizers", chain),
+            ("summarizers", " → ".join(s["summarizers"]) or "none"),
             ("summary prompt", f"{s['summary_prompt']}; timeout {_n(s['timeout_seconds'])} s"),
             ("preserve human", f"{human['mode']}, up to {_n(human['max_tokens'])} tokens"),
-            ("budget", budget_line),
-            ("anti-thrash", anti_line),
+            ("budget", _budget_line(s["budget"])),
+            ("anti-thrash", _anti_thrash_line(s)),
             (
                 "skill reads",
                 ", ".join(s["skill_file_read_tool_names"]) or "none (skill capture off)",
             ),
         ],
     )
+
+
+def _rest_grid(data: dict[str, Any]) -> Table:
     off = data["offload"]
     limits = f"{_limit('tool results', off['tool_token_limit'])}, " + _limit(
         "user input", off["human_token_limit"]
     )
     age = off["max_age_days"]
     gateway = data["gateway"]
-    rest = _grid(
+    return _grid(
         "Offload, storage, gateway",
         [
             ("offload", limits if off["enabled"] else "disabled"),
@@ -307,9 +316,14 @@ def render_summary(data: dict[str, Any]) -> RenderableType:
             ("skills", data["skills"]["container_path"]),
         ],
     )
+
+
+def render_summary(data: dict[str, Any]) -> RenderableType:
+    """Render `summarize_config` output as one screen of rich tables."""
     source = _grid(None, [("file", data["path"] or "none (built-in defaults)")])
+    summarization = _summarization_grid(data["summarization"])
     return Panel(
-        Group(source, "", _models_table(data), "", summarization, "", rest),
+        Group(source, "", _models_table(data), "", summarization, "", _rest_grid(data)),
         title="foldwise config",
         title_align="left",
         expand=False,

@@ -17,33 +17,42 @@ def _config(path: Path | None) -> FoldwiseConfig | None:
     return load_config(path) if path is not None else None
 
 
+_TraceArgument = Annotated[Path, typer.Argument(help="The recorded session (JSON or JSONL).")]
+_ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="foldwise.yaml to replay with.")
+]
+_FormatOption = Annotated[
+    str, typer.Option("--format", help="auto, openai, langchain or anthropic (default: detect).")
+]
+_PeersOption = Annotated[
+    str,
+    typer.Option(
+        "--peers",
+        help="Comma-separated peers: langchain, langchain-matched, deepagents, raw; '' none.",
+    ),
+]
+_WindowOption = Annotated[
+    int | None, typer.Option("--window", help="The provider's context window in tokens.")
+]
+_ExactOption = Annotated[
+    bool, typer.Option("--exact", help="Also count every request with o200k_base.")
+]
+_ReportOption = Annotated[
+    Path | None,
+    typer.Option("--report", help="Write a self-contained HTML report here.", dir_okay=False),
+]
+_JsonOption = Annotated[bool, typer.Option("--json", help="Print the results as JSON.")]
+
+
 def replay(
-    trace: Annotated[Path, typer.Argument(help="The recorded session (JSON or JSONL).")],
-    config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="foldwise.yaml to replay with.")
-    ] = None,
-    trace_format: Annotated[
-        str,
-        typer.Option("--format", help="auto, openai, langchain or anthropic (default: detect)."),
-    ] = "auto",
-    peers: Annotated[
-        str,
-        typer.Option(
-            "--peers",
-            help="Comma-separated peers: langchain, langchain-matched, deepagents, raw; '' none.",
-        ),
-    ] = "langchain,langchain-matched",
-    window: Annotated[
-        int | None, typer.Option("--window", help="The provider's context window in tokens.")
-    ] = None,
-    exact: Annotated[
-        bool, typer.Option("--exact", help="Also count every request with o200k_base.")
-    ] = False,
-    report: Annotated[
-        Path | None,
-        typer.Option("--report", help="Write a self-contained HTML report here.", dir_okay=False),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    trace: _TraceArgument,
+    config: _ConfigOption = None,
+    trace_format: _FormatOption = "auto",
+    peers: _PeersOption = "langchain,langchain-matched",
+    window: _WindowOption = None,
+    exact: _ExactOption = False,
+    report: _ReportOption = None,
+    as_json: _JsonOption = False,
 ) -> None:
     """Replay a recorded session through foldwise (and its peers) and report what happened.
 
@@ -80,7 +89,7 @@ def demo(
     quick: Annotated[
         bool, typer.Option("--quick", help="Smaller sessions (seconds; not the demo's numbers).")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    as_json: _JsonOption = False,
 ) -> None:
     """The offline showcase: shipped sessions through foldwise and LangChain, side by side.
 

@@ -60,74 +60,44 @@ async def _preflight(config: FoldwiseConfig) -> None:
         pass
 
 
-def serve(
-    config_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help=f"Configuration file. Default: ${CONFIG_ENV_VAR}, then {DEFAULT_CONFIG_PATH}, "
-            "else the built-in defaults.",
-            show_default=False,
-        ),
-    ] = None,
-    host: Annotated[
-        str | None, typer.Option("--host", help="Interface to bind (default: gateway.host).")
-    ] = None,
-    port: Annotated[
-        int | None,
-        typer.Option("--port", min=0, max=65535, help="TCP port (default: gateway.port)."),
-    ] = None,
-    log_level: Annotated[
-        LogLevel, typer.Option("--log-level", case_sensitive=False, help="Server log level.")
-    ] = LogLevel.info,
-    workers: Annotated[
-        int,
-        typer.Option(
-            "--workers",
-            min=1,
-            help="Worker processes on the same port (share a Postgres database; see "
-            "docs/gateway.md).",
-        ),
-    ] = 1,
-) -> None:
-    """Serve foldwise agents over HTTP (LangGraph Server API plus `/compact`, `/transcript`).
-
-    Binds 127.0.0.1:8420 unless the configuration or the options say otherwise. Stops cleanly
-    on SIGINT / SIGTERM: in-flight runs get a grace period, then are interrupted without
-    corrupting their threads.
-    """
-    import uvicorn
-
-    from foldwise.agent import create_agent
-    from foldwise.gateway import create_app
-
-    with fail_on_errors():
-        config = load_config(config_path)
-        create_agent(config)  # a model or tool that cannot be built: one line, exit 2
-        application = create_app(config)
-    options: dict[str, Any] = {
+def _options(
+    config: FoldwiseConfig, host: str | None, port: int | None, level: str
+) -> dict[str, Any]:
+    """`uvicorn.Config` keyword arguments: the options override the configuration."""
+    return {
         "host": host or config.gateway.host,
         "port": config.gateway.port if port is None else port,
-        "log_config": _log_config(log_level.value),
-        "log_level": log_level.value,
+        "log_config": _log_config(level),
+        "log_level": level,
         "lifespan": "on",
         "timeout_graceful_shutdown": 15,
         "server_header": False,
     }
-    if workers > 1:
-        with fail_on_errors():
-            try:
-                asyncio.run(_preflight(config))
-            except FoldwiseError:
-                raise
-            except Exception as error:  # a database driver's connection error, with its reason
-                fail(f"cannot start the gateway: {type(error).__name__}: {error}")
-        if config_path is not None:
-            # Each worker process loads the configuration itself, from the same file.
-            os.environ[CONFIG_ENV_VAR] = str(config_path.resolve())
-        uvicorn.run("foldwise.gateway:app_from_env", factory=True, workers=workers, **options)
-        return
+
+
+def _run_workers(
+    config: FoldwiseConfig, config_path: Path | None, workers: int, options: dict[str, Any]
+) -> None:
+    """Migrate once, then let uvicorn start `workers` processes that each build the app."""
+    import uvicorn
+
+    with fail_on_errors():
+        try:
+            asyncio.run(_preflight(config))
+        except FoldwiseError:
+            raise
+        except Exception as error:  # a database driver's connection error, with its reason
+            fail(f"cannot start the gateway: {type(error).__name__}: {error}")
+    if config_path is not None:
+        # Each worker process loads the configuration itself, from the same file.
+        os.environ[CONFIG_ENV_VAR] = str(config_path.resolve())
+    uvicorn.run("foldwise.gateway:app_from_env", factory=True, workers=workers, **options)
+
+
+def _run_single(application: Any, options: dict[str, Any]) -> None:
+    """Serve `application` in this process until SIGINT / SIGTERM."""
+    import uvicorn
+
     server = uvicorn.Server(uvicorn.Config(application, **options))
     # uvicorn shuts down gracefully on SIGINT / SIGTERM, then re-raises the signal: make that
     # a clean exit (status 0) rather than a KeyboardInterrupt or a death by signal.
@@ -142,3 +112,59 @@ def serve(
             fail("the gateway could not start; the log above says why")
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help=f"Configuration file. Default: ${CONFIG_ENV_VAR}, then {DEFAULT_CONFIG_PATH}, "
+        "else the built-in defaults.",
+        show_default=False,
+    ),
+]
+_HostOption = Annotated[
+    str | None, typer.Option("--host", help="Interface to bind (default: gateway.host).")
+]
+_PortOption = Annotated[
+    int | None, typer.Option("--port", min=0, max=65535, help="TCP port (default: gateway.port).")
+]
+_LevelOption = Annotated[
+    LogLevel, typer.Option("--log-level", case_sensitive=False, help="Server log level.")
+]
+_WorkersOption = Annotated[
+    int,
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Worker processes on the same port (share a Postgres database; see docs/gateway.md).",
+    ),
+]
+
+
+def serve(
+    config_path: _ConfigOption = None,
+    host: _HostOption = None,
+    port: _PortOption = None,
+    log_level: _LevelOption = LogLevel.info,
+    workers: _WorkersOption = 1,
+) -> None:
+    """Serve foldwise agents over HTTP (LangGraph Server API plus `/compact`, `/transcript`).
+
+    Binds 127.0.0.1:8420 unless the configuration or the options say otherwise. Stops cleanly
+    on SIGINT / SIGTERM: in-flight runs get a grace period, then are interrupted without
+    corrupting their threads.
+    """
+    from foldwise.agent import create_agent
+    from foldwise.gateway import create_app
+
+    with fail_on_errors():
+        config = load_config(config_path)
+        create_agent(config)  # a model or tool that cannot be built: one line, exit 2
+        application = create_app(config)
+    options = _options(config, host, port, log_level.value)
+    if workers > 1:
+        _run_workers(config, config_path, workers, options)
+    else:
+        _run_single(application, options)

@@ -22,6 +22,7 @@ from foldwise.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from foldwise.replay._driver import Turn
+    from foldwise.replay._model import ProviderAttempt
     from foldwise.replay._systems import BuildContext, ReplaySystem
 
 __all__ = ["collect_calls"]
@@ -89,6 +90,127 @@ class _Humans:
         return max(0, bisect.bisect_right(self.starts, attempt) - 1)
 
 
+class _Collector:
+    """State carried from one request to the next while the calls are collected."""
+
+    def __init__(
+        self,
+        report: ReplayReport,
+        *,
+        system: ReplaySystem,
+        ctx: BuildContext,
+        humans: _Humans,
+        counter: TokenCounter,
+        exact_counter: TokenCounter | None,
+        final_state: dict[str, Any],
+    ) -> None:
+        self.report = report
+        self.system = system
+        self.ctx = ctx
+        self.humans = humans
+        self.counter = counter
+        self.exact_counter = exact_counter
+        self.final_state = final_state
+        self.seen_receipts: set[str] = set()
+        self.offload_sizes: dict[str, int] = {}
+        self.events = sorted(ctx.tap.events, key=lambda e: e.before_attempt)
+        self.event_index = 0
+        self.previous_blocks: list[tuple[int, int]] | None = None
+
+    def compactions(
+        self, call: int, position: int, snapshot: RequestSnapshot
+    ) -> list[CompactionEvent]:
+        """The compactions first visible in this request: new receipts or peer summaries."""
+        found: list[CompactionEvent] = []
+        for receipt in self.system.receipts(snapshot.state):
+            rid = str(receipt.get("id"))
+            if rid in self.seen_receipts:
+                continue
+            self.seen_receipts.add(rid)
+            self.report.receipts.append(receipt)
+            found.append(_receipt_event(call, receipt))
+        taps: list[SummaryEvent] = []
+        events = self.events
+        while (
+            self.event_index < len(events) and events[self.event_index].before_attempt <= position
+        ):
+            taps.append(events[self.event_index])
+            self.event_index += 1
+        if not self.system.uses_receipts:
+            for mark, text in _summary_marks(snapshot):
+                if mark not in self.seen_receipts:
+                    self.seen_receipts.add(mark)
+                    found.append(_summary_event(call, text, taps))
+        return found
+
+    def offloads(self, snapshot: RequestSnapshot) -> tuple[int, int]:
+        """`(bytes grown, artifacts added)` in the offload store since the previous request."""
+        grown = added = 0
+        for key, size in self.system.offloads(snapshot.state).items():
+            added += key not in self.offload_sizes
+            grown += max(0, size - self.offload_sizes.get(key, 0))
+            self.offload_sizes[key] = max(size, self.offload_sizes.get(key, 0))
+        return grown, added
+
+    def human_counts(self, position: int, snapshot: RequestSnapshot) -> tuple[int, int, int]:
+        """`(sent, verbatim, recoverable)` human messages as of this request."""
+        sent = self.humans.sent_before(position)
+        texts = human_texts(snapshot.messages)
+        verbatim = recoverable = 0
+        for human_id, text in sent:
+            if text in texts:
+                verbatim += 1
+            elif human_id in self.humans.recovered or self.system.recoverable(
+                text, self.final_state, self.ctx
+            ):
+                self.humans.recovered.add(human_id)
+                recoverable += 1
+        return len(sent), verbatim, recoverable
+
+    def record(
+        self,
+        call: int,
+        position: int,
+        snapshot: RequestSnapshot,
+        attempt: ProviderAttempt,
+        *,
+        rejected: int,
+    ) -> CallRecord:
+        """The `CallRecord` of one accepted request, after `rejected` refused attempts."""
+        compactions = self.compactions(call, position, snapshot)
+        grown, added = self.offloads(snapshot)
+        sent, verbatim, recoverable = self.human_counts(position, snapshot)
+        parts = measure_parts(snapshot, self.counter)
+        exact = measure_parts(snapshot, self.exact_counter).total if self.exact_counter else None
+        blocks = prefix_blocks(snapshot, self.exact_counter or self.counter)
+        previous, self.previous_blocks = self.previous_blocks, blocks
+        orphans, dangling = pairing_violations(snapshot.messages)
+        return CallRecord(
+            index=call,
+            turn=self.humans.turn_of(position),
+            tokens=parts.total,
+            system_tokens=parts.system,
+            tool_tokens=parts.tools,
+            durable_tokens=parts.durable,
+            message_tokens=parts.messages,
+            exact_tokens=exact,
+            provider_tokens=attempt.tokens,
+            messages=len(snapshot.messages),
+            rejected=rejected,
+            failed=attempt.forced,
+            synthetic=attempt.synthetic,
+            cached_tokens=cached_prefix(previous, blocks) if previous is not None else 0,
+            humans=sent,
+            humans_verbatim=verbatim,
+            humans_recoverable=recoverable,
+            orphan_results=orphans,
+            dangling_calls=dangling,
+            compactions=tuple(compactions),
+            offloaded_bytes=grown,
+            offloaded_count=added,
+        )
+
+
 def collect_calls(
     report: ReplayReport,
     *,
@@ -111,83 +233,22 @@ def collect_calls(
         logger.warning(
             "replay: %d requests recorded but the model saw %d", len(snapshots), len(attempts)
         )
-    humans = _Humans(turns, turn_starts)
-    seen_receipts: set[str] = set()
-    offload_sizes: dict[str, int] = {}
-    events = sorted(ctx.tap.events, key=lambda e: e.before_attempt)
-    event_index = 0
+    collector = _Collector(
+        report,
+        system=system,
+        ctx=ctx,
+        humans=_Humans(turns, turn_starts),
+        counter=counter,
+        exact_counter=exact_counter,
+        final_state=final_state,
+    )
     rejected = 0
-    previous_blocks: list[tuple[int, int]] | None = None
     calls: list[CallRecord] = []
     for position, (snapshot, attempt) in enumerate(zip(snapshots, attempts, strict=False)):
         if attempt.rejected:
             rejected += 1
             continue
-        call = len(calls)
-        compactions: list[CompactionEvent] = []
-        for receipt in system.receipts(snapshot.state):
-            rid = str(receipt.get("id"))
-            if rid in seen_receipts:
-                continue
-            seen_receipts.add(rid)
-            report.receipts.append(receipt)
-            compactions.append(_receipt_event(call, receipt))
-        taps: list[SummaryEvent] = []
-        while event_index < len(events) and events[event_index].before_attempt <= position:
-            taps.append(events[event_index])
-            event_index += 1
-        if not system.uses_receipts:
-            for mark, text in _summary_marks(snapshot):
-                if mark not in seen_receipts:
-                    seen_receipts.add(mark)
-                    compactions.append(_summary_event(call, text, taps))
-        grown = 0
-        added = 0
-        for key, size in system.offloads(snapshot.state).items():
-            added += key not in offload_sizes
-            grown += max(0, size - offload_sizes.get(key, 0))
-            offload_sizes[key] = max(size, offload_sizes.get(key, 0))
-        sent = humans.sent_before(position)
-        texts = human_texts(snapshot.messages)
-        verbatim = recoverable = 0
-        for human_id, text in sent:
-            if text in texts:
-                verbatim += 1
-            elif human_id in humans.recovered or system.recoverable(text, final_state, ctx):
-                humans.recovered.add(human_id)
-                recoverable += 1
-        parts = measure_parts(snapshot, counter)
-        exact = measure_parts(snapshot, exact_counter).total if exact_counter else None
-        blocks = prefix_blocks(snapshot, exact_counter or counter)
-        cached = cached_prefix(previous_blocks, blocks) if previous_blocks is not None else 0
-        previous_blocks = blocks
-        orphans, dangling = pairing_violations(snapshot.messages)
-        calls.append(
-            CallRecord(
-                index=call,
-                turn=humans.turn_of(position),
-                tokens=parts.total,
-                system_tokens=parts.system,
-                tool_tokens=parts.tools,
-                durable_tokens=parts.durable,
-                message_tokens=parts.messages,
-                exact_tokens=exact,
-                provider_tokens=attempt.tokens,
-                messages=len(snapshot.messages),
-                rejected=rejected,
-                failed=attempt.forced,
-                synthetic=attempt.synthetic,
-                cached_tokens=cached,
-                humans=len(sent),
-                humans_verbatim=verbatim,
-                humans_recoverable=recoverable,
-                orphan_results=orphans,
-                dangling_calls=dangling,
-                compactions=tuple(compactions),
-                offloaded_bytes=grown,
-                offloaded_count=added,
-            )
-        )
+        calls.append(collector.record(len(calls), position, snapshot, attempt, rejected=rejected))
         rejected = 0
     report.calls = calls
     report.summary_calls = len(ctx.tap.events)

@@ -13,6 +13,7 @@ from foldwise.config import FoldwiseConfig, ModelConfig
 from foldwise.replay._api import ReplayComparison, compare_trace
 from foldwise.replay._html import write_html_report
 from foldwise.replay._render import format_bytes
+from foldwise.replay.sessions import SESSION_NAMES, SESSION_TITLES, session_trace
 from foldwise.tokens import exact_backend
 
 __all__ = ["DEMO_WINDOW", "DemoResult", "demo_config", "run_demo"]
@@ -138,7 +139,7 @@ def run_demo(
         out_html: Where to write the HTML report; `None` writes none.
         quick: Smaller tool outputs (for tests; the numbers are not the demo's).
         peers: Peers next to foldwise (default: LangChain's `SummarizationMiddleware`).
-        sessions: Session names (default: all of `foldwise.bench.sessions.SESSION_NAMES`).
+        sessions: Session names (default: all of `foldwise.replay.sessions.SESSION_NAMES`).
         config: foldwise's configuration (default: `demo_config()`, i.e. the defaults with a
             128k-token model).
 
@@ -148,8 +149,6 @@ def run_demo(
     Returns:
         The comparison per session; `str(result)` is the table the CLI prints.
     """
-    from foldwise.bench.sessions import SESSION_NAMES, SESSION_TITLES, session_trace
-
     started = time.perf_counter()
     config = config or demo_config()
     exact = exact_backend() is not None

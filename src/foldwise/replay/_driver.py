@@ -143,6 +143,21 @@ def _run_turn(
         current = {"messages": []}  # consecutive recorded answers: call the model again
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One replay's inputs, resolved: what `replay_system` hands to `_drive`."""
+
+    trace: Trace
+    system: ReplaySystem
+    config: FoldwiseConfig
+    window: int
+    summarizer: str | None
+    provider: TokenCounter
+    counter: TokenCounter
+    exact_counter: TokenCounter | None
+    analyzers: Sequence[Analyzer]
+
+
 def replay_system(
     trace: Trace,
     system: ReplaySystem,
@@ -171,119 +186,138 @@ def replay_system(
     """
     config = config or FoldwiseConfig()
     entry = config.model()
-    window = window or (entry.context_window if entry else None) or DEFAULT_WINDOW
-    counter = get_counter(None, config=config)
-    exact_counter = get_counter("o200k_base") if exact else None
-    provider = provider_counter or default_provider_counter()
-    report = ReplayReport(
-        system=system.key,
-        label=system.label,
-        description=system.description,
-        trace=trace.name,
-        counter=counter.name,
-        exact=exact,
-        provider_counter=provider.name,
-        window=window if system.window_limited else None,
-        warnings=list(trace.warnings),
+    run = _Run(
+        trace=trace,
+        system=system,
+        config=config,
+        window=window or (entry.context_window if entry else None) or DEFAULT_WINDOW,
+        summarizer=summarizer,
+        provider=provider_counter or default_provider_counter(),
+        counter=get_counter(None, config=config),
+        exact_counter=get_counter("o200k_base") if exact else None,
+        analyzers=analyzers,
     )
+    report = _empty_report(run)
     note = system.unavailable()
     if note is not None:
         report.note = note
         return report
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="foldwise-replay-") as tmp:
-        _drive(
-            trace,
-            system,
-            report,
-            config,
-            window,
-            summarizer,
-            provider,
-            Path(tmp),
-            counter,
-            exact_counter,
-            analyzers,
-        )
+        _drive(run, report, Path(tmp))
     report.duration_seconds = time.perf_counter() - started
     return report
 
 
-def _drive(
-    trace: Trace,
-    system: ReplaySystem,
-    report: ReplayReport,
-    config: FoldwiseConfig,
-    window: int,
-    summarizer: str | None,
-    provider: TokenCounter,
-    workdir: Path,
-    counter: TokenCounter,
-    exact_counter: TokenCounter | None,
-    analyzers: Sequence[Analyzer],
-) -> None:
-    tag = uuid.uuid4().hex[:10]
-    turns, results, warnings = split_turns(trace)
-    report.warnings.extend(warnings)
-    book = ResultBook(results, tag=tag)
+def _empty_report(run: _Run) -> ReplayReport:
+    """The report's header: what is replayed, through what, counted how."""
+    return ReplayReport(
+        system=run.system.key,
+        label=run.system.label,
+        description=run.system.description,
+        trace=run.trace.name,
+        counter=run.counter.name,
+        exact=run.exact_counter is not None,
+        provider_counter=run.provider.name,
+        window=run.window if run.system.window_limited else None,
+        warnings=list(run.trace.warnings),
+    )
+
+
+def _build_context(run: _Run, workdir: Path, book: ResultBook) -> BuildContext:
+    """The fake provider, recorded tools, probe and tap one system is built from."""
     model = ReplayChatModel(
-        window=window if system.window_limited else None,
-        provider_counter=provider,
-        profile={"max_input_tokens": window},
+        window=run.window if run.system.window_limited else None,
+        provider_counter=run.provider,
+        profile={"max_input_tokens": run.window},
     )
     probe = ReplayProbe()
-    ctx = BuildContext(
+    return BuildContext(
         model=model,
-        tools=recorded_tools(trace.messages, trace.tools, book),
-        system_prompt=trace.system_prompt,
+        tools=recorded_tools(run.trace.messages, run.trace.tools, book),
+        system_prompt=run.trace.system_prompt,
         checkpointer=InMemorySaver(),
         probe=probe,
-        tap=SummaryTap(probe, counter),
-        config=replay_config(config, workdir, summarizer=summarizer),
+        tap=SummaryTap(probe, run.counter),
+        config=replay_config(run.config, workdir, summarizer=run.summarizer),
         workdir=workdir,
         # Fixed: artifact ids derive from the thread, and replays should be repeatable. Every
         # run has its own checkpointer and store; message ids carry the run's `tag` instead.
         thread_id="replay",
     )
-    agent = system.build(ctx)
-    invoke_config: dict[str, Any] = {
-        "configurable": {"thread_id": ctx.thread_id},
-        "recursion_limit": _RECURSION_LIMIT,
-        "callbacks": system.invoke_callbacks(ctx),
-    }
-    turn_starts: list[int] = []
+
+
+def _play(
+    agent: Any,
+    ctx: BuildContext,
+    turns: Sequence[Turn],
+    *,
+    tag: str,
+    invoke_config: dict[str, Any],
+    turn_starts: list[int],
+) -> None:
+    """Play every turn through `agent`, appending the request index each turn starts at.
+
+    `turn_starts` is filled as the turns go, so it is right up to a turn that raises.
+    """
+    for turn in turns:
+        turn_starts.append(len(ctx.probe.snapshots))
+        ctx.model.load_turn([_tagged(a, tag) for a in turn.answers])
+        inputs = [_tagged(m, tag) for m in turn.inputs]
+        _run_turn(agent, ctx.model, {"messages": inputs}, invoke_config)
+
+
+def _final_state(agent: Any, invoke_config: dict[str, Any], key: str) -> dict[str, Any]:
     try:
-        for turn in turns:
-            turn_starts.append(len(probe.snapshots))
-            model.load_turn([_tagged(a, tag) for a in turn.answers])
-            inputs = [_tagged(m, tag) for m in turn.inputs]
-            _run_turn(agent, model, {"messages": inputs}, invoke_config)
-    except Exception as err:
-        logger.exception("replay of %s through %s stopped", trace.name, system.key)
-        report.error = f"{type(err).__name__}: {err}"
-    try:
-        final_state = dict(agent.get_state(invoke_config).values)
+        return dict(agent.get_state(invoke_config).values)
     except Exception:
-        logger.exception("replay: cannot read the final state of %s", system.key)
-        final_state = {}
-    if book.missing:
-        report.warnings.append(
-            f"{len(book.missing)} tool call(s) had no recorded result; a placeholder was sent"
-        )
-    collect_calls(
-        report,
-        system=system,
-        ctx=ctx,
-        turns=turns,
-        turn_starts=turn_starts,
-        counter=counter,
-        exact_counter=exact_counter,
-        final_state=final_state,
-    )
-    finished = Finished(probe.snapshots, model.attempts, final_state, system, ctx)
+        logger.exception("replay: cannot read the final state of %s", key)
+        return {}
+
+
+def _analyze(analyzers: Sequence[Analyzer], finished: Finished, report: ReplayReport) -> None:
+    """Merge each analyzer's output into `report.extras`; a failing one becomes a warning."""
     for analyze in analyzers:
         try:
             report.extras.update(analyze(finished))
         except Exception as err:
             logger.exception("replay: analyzer %r failed", analyze)
             report.warnings.append(f"analyzer failed: {type(err).__name__}: {err}")
+
+
+def _drive(run: _Run, report: ReplayReport, workdir: Path) -> None:
+    """Build the system, play the trace through it and fill `report`."""
+    tag = uuid.uuid4().hex[:10]
+    turns, results, warnings = split_turns(run.trace)
+    report.warnings.extend(warnings)
+    book = ResultBook(results, tag=tag)
+    ctx = _build_context(run, workdir, book)
+    agent = run.system.build(ctx)
+    invoke_config: dict[str, Any] = {
+        "configurable": {"thread_id": ctx.thread_id},
+        "recursion_limit": _RECURSION_LIMIT,
+        "callbacks": run.system.invoke_callbacks(ctx),
+    }
+    turn_starts: list[int] = []
+    try:
+        _play(agent, ctx, turns, tag=tag, invoke_config=invoke_config, turn_starts=turn_starts)
+    except Exception as err:
+        logger.exception("replay of %s through %s stopped", run.trace.name, run.system.key)
+        report.error = f"{type(err).__name__}: {err}"
+    final_state = _final_state(agent, invoke_config, run.system.key)
+    if book.missing:
+        report.warnings.append(
+            f"{len(book.missing)} tool call(s) had no recorded result; a placeholder was sent"
+        )
+    collect_calls(
+        report,
+        system=run.system,
+        ctx=ctx,
+        turns=turns,
+        turn_starts=turn_starts,
+        counter=run.counter,
+        exact_counter=run.exact_counter,
+        final_state=final_state,
+    )
+    finished = Finished(ctx.probe.snapshots, ctx.model.attempts, final_state, run.system, ctx)
+    _analyze(run.analyzers, finished, report)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -60,45 +61,56 @@ def _nice_top(value: int) -> int:
     return int(10 * magnitude)
 
 
-def _chart(reports: Sequence[ReplayReport], *, width: int = 1080, height: int = 340) -> str:
-    """Inline SVG: context tokens per call, one line per system, compaction and 400 markers."""
-    runs = [r for r in reports if r.available and r.calls]
-    if not runs:
-        return '<p class="note">no model call was replayed</p>'
-    left, right, top, bottom = 64, 16, 16, 40
-    plot_w, plot_h = width - left - right, height - top - bottom
-    calls = max(len(r.calls) for r in runs)
-    window = next((r.window for r in runs if r.window), None)
-    peak = max(max(c.provider_tokens for c in r.calls) for r in runs)
-    y_top = _nice_top(int(max(peak, window or 0) * 1.05))
+@dataclass(frozen=True)
+class _Plot:
+    """The chart's geometry: the plot area inside the SVG and the scales of both axes."""
 
-    def x(i: int) -> float:
-        return left + (plot_w * i / max(1, calls - 1))
+    width: int
+    height: int
+    calls: int
+    y_top: int
+    left: int = 64
+    right: int = 16
+    top: int = 16
+    bottom: int = 40
 
-    def y(v: int) -> float:
-        return top + plot_h - plot_h * min(v, y_top) / y_top
+    @property
+    def plot_w(self) -> int:
+        return self.width - self.left - self.right
 
-    parts = [
-        f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" '
-        'aria-label="context tokens per model call">'
-    ]
+    @property
+    def plot_h(self) -> int:
+        return self.height - self.top - self.bottom
+
+    def x(self, i: int) -> float:
+        return self.left + (self.plot_w * i / max(1, self.calls - 1))
+
+    def y(self, v: int) -> float:
+        return self.top + self.plot_h - self.plot_h * min(v, self.y_top) / self.y_top
+
+
+def _axes(plot: _Plot, window: int | None) -> list[str]:
+    """Grid lines with token labels, call numbers, axis titles and the window line."""
+    left, top, plot_w, plot_h = plot.left, plot.top, plot.plot_w, plot.plot_h
+    parts = []
     for k in range(6):
-        value = y_top * k // 5
-        yy = y(value)
+        value = plot.y_top * k // 5
+        yy = plot.y(value)
         parts.append(
             f'<line x1="{left}" y1="{yy:.1f}" x2="{left + plot_w}" y2="{yy:.1f}" '
             'stroke="#e3e6ec"/>'
             f'<text x="{left - 8}" y="{yy + 4:.1f}" font-size="11" text-anchor="end" '
             f'fill="#5b6475">{value / 1000:,.0f}k</text>'
         )
+    calls = plot.calls
     for k in range(min(calls, 10) + 1):
         index = round((calls - 1) * k / max(1, min(calls, 10)))
         parts.append(
-            f'<text x="{x(index):.1f}" y="{top + plot_h + 16}" font-size="11" '
+            f'<text x="{plot.x(index):.1f}" y="{top + plot_h + 16}" font-size="11" '
             f'text-anchor="middle" fill="#5b6475">{index}</text>'
         )
     parts.append(
-        f'<text x="{left + plot_w / 2:.0f}" y="{height - 6}" font-size="12" '
+        f'<text x="{left + plot_w / 2:.0f}" y="{plot.height - 6}" font-size="12" '
         'text-anchor="middle" fill="#39414f">model call</text>'
         f'<text x="14" y="{top + plot_h / 2:.0f}" font-size="12" text-anchor="middle" '
         f'fill="#39414f" transform="rotate(-90 14 {top + plot_h / 2:.0f})">'
@@ -106,36 +118,46 @@ def _chart(reports: Sequence[ReplayReport], *, width: int = 1080, height: int = 
     )
     if window:
         parts.append(
-            f'<line x1="{left}" y1="{y(window):.1f}" x2="{left + plot_w}" y2="{y(window):.1f}" '
-            'stroke="#c0262d" stroke-dasharray="6 4" stroke-width="1.2"/>'
-            f'<text x="{left + plot_w - 4}" y="{y(window) - 5:.1f}" font-size="11" '
+            f'<line x1="{left}" y1="{plot.y(window):.1f}" x2="{left + plot_w}" '
+            f'y2="{plot.y(window):.1f}" stroke="#c0262d" stroke-dasharray="6 4" '
+            'stroke-width="1.2"/>'
+            f'<text x="{left + plot_w - 4}" y="{plot.y(window) - 5:.1f}" font-size="11" '
             f'text-anchor="end" fill="#c0262d">window {window:,}</text>'
         )
-    for report in runs:
-        color = _COLORS.get(report.system, "#555")
-        points = " ".join(f"{x(c.index):.1f},{y(c.provider_tokens):.1f}" for c in report.calls)
-        dash = ' stroke-dasharray="3 3"' if report.system == "raw" else ""
-        parts.append(
-            f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="1.8"'
-            f' stroke-linejoin="round"{dash}/>'
-        )
-        for call in report.calls:
-            cx, cy = x(call.index), y(call.provider_tokens)
-            for event in call.compactions:
-                parts.append(
-                    f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4.2" fill="#fff" stroke="{color}" '
-                    f'stroke-width="2"><title>{_esc(report.label)}: compaction before call '
-                    f"{call.index} ({_esc(event.trigger)}): {_esc(event.reason)}</title></circle>"
-                )
-            if call.rejected or call.failed:
-                parts.append(
-                    f'<path d="M{cx - 4:.1f} {cy - 4:.1f}L{cx + 4:.1f} {cy + 4:.1f}'
-                    f'M{cx - 4:.1f} {cy + 4:.1f}L{cx + 4:.1f} {cy - 4:.1f}" stroke="#c0262d" '
-                    f'stroke-width="2"><title>{_esc(report.label)}: call {call.index} '
-                    f"{'failed' if call.failed else 'retried'} after {call.rejected} overflow "
-                    f"rejection(s)</title></path>"
-                )
-    parts.append("</svg>")
+    return parts
+
+
+def _series(plot: _Plot, report: ReplayReport) -> list[str]:
+    """One system's line, with a circle per compaction and a cross per overflow refusal."""
+    color = _COLORS.get(report.system, "#555")
+    points = " ".join(
+        f"{plot.x(c.index):.1f},{plot.y(c.provider_tokens):.1f}" for c in report.calls
+    )
+    dash = ' stroke-dasharray="3 3"' if report.system == "raw" else ""
+    parts = [
+        f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="1.8"'
+        f' stroke-linejoin="round"{dash}/>'
+    ]
+    for call in report.calls:
+        cx, cy = plot.x(call.index), plot.y(call.provider_tokens)
+        for event in call.compactions:
+            parts.append(
+                f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4.2" fill="#fff" stroke="{color}" '
+                f'stroke-width="2"><title>{_esc(report.label)}: compaction before call '
+                f"{call.index} ({_esc(event.trigger)}): {_esc(event.reason)}</title></circle>"
+            )
+        if call.rejected or call.failed:
+            parts.append(
+                f'<path d="M{cx - 4:.1f} {cy - 4:.1f}L{cx + 4:.1f} {cy + 4:.1f}'
+                f'M{cx - 4:.1f} {cy + 4:.1f}L{cx + 4:.1f} {cy - 4:.1f}" stroke="#c0262d" '
+                f'stroke-width="2"><title>{_esc(report.label)}: call {call.index} '
+                f"{'failed' if call.failed else 'retried'} after {call.rejected} overflow "
+                f"rejection(s)</title></path>"
+            )
+    return parts
+
+
+def _legend(runs: Sequence[ReplayReport]) -> str:
     legend = "".join(
         f"<span class='lg'><span class='ln' style='border-color:{_COLORS.get(r.system, '#555')};"
         f"{'border-top-style:dashed;' if r.system == 'raw' else ''}'></span>{_esc(r.label)}</span>"
@@ -146,7 +168,31 @@ def _chart(reports: Sequence[ReplayReport], *, width: int = 1080, height: int = 
         "<span class='lg'><span class='mk bad'>×</span>request refused for overflow "
         "(HTTP 400)</span>"
     )
-    return "".join(parts) + f"<div class='legend'>{legend}</div>"
+    return f"<div class='legend'>{legend}</div>"
+
+
+def _chart(reports: Sequence[ReplayReport], *, width: int = 1080, height: int = 340) -> str:
+    """Inline SVG: context tokens per call, one line per system, compaction and 400 markers."""
+    runs = [r for r in reports if r.available and r.calls]
+    if not runs:
+        return '<p class="note">no model call was replayed</p>'
+    window = next((r.window for r in runs if r.window), None)
+    peak = max(max(c.provider_tokens for c in r.calls) for r in runs)
+    plot = _Plot(
+        width=width,
+        height=height,
+        calls=max(len(r.calls) for r in runs),
+        y_top=_nice_top(int(max(peak, window or 0) * 1.05)),
+    )
+    parts = [
+        f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" '
+        'aria-label="context tokens per model call">',
+        *_axes(plot, window),
+    ]
+    for report in runs:
+        parts += _series(plot, report)
+    parts.append("</svg>")
+    return "".join(parts) + _legend(runs)
 
 
 def _summary_table(reports: Sequence[ReplayReport]) -> str:

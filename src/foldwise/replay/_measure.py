@@ -9,8 +9,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from foldwise.durable import is_durable_data_message
-from foldwise.durable._render import AUTHORITY_CONTRACT
+from foldwise.durable import AUTHORITY_CONTRACT, is_durable_data_message
 from foldwise.messages import analyze_tool_pairing, is_hidden, message_text
 from foldwise.replay._probe import RequestSnapshot
 from foldwise.tokens import TokenCounter

@@ -16,8 +16,8 @@ from pydantic import PrivateAttr
 
 from foldwise.errors import ConfigError
 from foldwise.messages import message_text
+from foldwise.replay._scripted import RecordedRequest, ScriptedChatModel
 from foldwise.summarizers import ExtractiveSummarizer
-from foldwise.testing import RecordedRequest, ScriptedChatModel
 from foldwise.tokens import TokenCounter, get_counter
 
 __all__ = [

@@ -11,7 +11,7 @@ import random
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from foldwise.bench.sessions._text import SessionBuilder, fill, pick
+from foldwise.replay.sessions._text import SessionBuilder, fill, pick
 
 __all__ = ["build_proposal_review", "proposal_text"]
 
@@ -134,19 +134,8 @@ def _search(rng: random.Random, topic: str, chars: int) -> str:
     )
 
 
-def build_proposal_review(*, quick: bool = False, seed: int = 1) -> list[BaseMessage]:
-    """The session's messages (`quick` uses shorter retrievals)."""
-    rng = random.Random(f"proposal-session:{seed}")
-    size = 18_000 if quick else 47_000
-    proposal = proposal_text(seed)
-    b = SessionBuilder("pr")
-    b.messages.append(SystemMessage(_SYSTEM))
-    b.messages.append(
-        HumanMessage(
-            "下面是我们团队的扩容提案原文，请对照我们的文档核对这份提案有没有错误，"
-            "按小节给出核查结论，优先标出会影响上线的问题。\n\n" + proposal
-        )
-    )
+def _gateway_and_sla(b: SessionBuilder, rng: random.Random, size: int) -> None:
+    """Sections 4 and 7 checked against the architecture rules and the SLA."""
     b.tool_round(
         "我先检索架构规范和容量基线，分别对应提案第 4 节和第 8 节。",
         [
@@ -185,6 +174,10 @@ def build_proposal_review(*, quick: bool = False, seed: int = 1) -> list[BaseMes
             "75%，提案偏低，属于🔴一级问题。\n接下来核对第 8 节的容量规划数字。"
         )
     )
+
+
+def _capacity(b: SessionBuilder, rng: random.Random, size: int) -> None:
+    """Section 8 recomputed from the capacity baselines; the first (too short) report."""
     b.tool_round(
         "检索容量基线手册中各组件的单节点能力，用来复算第 8 节。",
         [
@@ -208,6 +201,10 @@ def build_proposal_review(*, quick: bool = False, seed: int = 1) -> list[BaseMes
             "以上是完整的核查报告，优先处理 🔴 一级问题。"
         )
     )
+
+
+def _follow_ups(b: SessionBuilder, rng: random.Random, size: int) -> None:
+    """The user asks for every section, then for a verbatim quote of the proposal."""
     b.messages.append(
         HumanMessage("你没有返回完整信息。请把每一节的核查结论都列出来，逐节对照提案原文。")
     )
@@ -240,4 +237,22 @@ def build_proposal_review(*, quick: bool = False, seed: int = 1) -> list[BaseMes
             "按该数字复算后仍建议把决策网关扩到 40 个节点以上。"
         )
     )
+
+
+def build_proposal_review(*, quick: bool = False, seed: int = 1) -> list[BaseMessage]:
+    """The session's messages (`quick` uses shorter retrievals)."""
+    rng = random.Random(f"proposal-session:{seed}")
+    size = 18_000 if quick else 47_000
+    proposal = proposal_text(seed)
+    b = SessionBuilder("pr")
+    b.messages.append(SystemMessage(_SYSTEM))
+    b.messages.append(
+        HumanMessage(
+            "下面是我们团队的扩容提案原文，请对照我们的文档核对这份提案有没有错误，"
+            "按小节给出核查结论，优先标出会影响上线的问题。\n\n" + proposal
+        )
+    )
+    _gateway_and_sla(b, rng, size)
+    _capacity(b, rng, size)
+    _follow_ups(b, rng, size)
     return [m for m in b.messages if isinstance(m, BaseMessage)]

@@ -8,7 +8,7 @@
   log dump.
 
 ```python
-from foldwise.bench.sessions import SESSION_NAMES, session_trace
+from foldwise.replay.sessions import SESSION_NAMES, session_trace
 
 trace = session_trace("corpus_timeline")      # a foldwise.replay.Trace
 ```
@@ -17,16 +17,13 @@ trace = session_trace("corpus_timeline")      # a foldwise.replay.Trace
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage
 
-from foldwise.bench.sessions._coding_zh import build_coding_zh
-from foldwise.bench.sessions._proposal import build_proposal_review, proposal_text
-from foldwise.bench.sessions._timeline import build_corpus_timeline
-
-if TYPE_CHECKING:
-    from foldwise.replay import Trace
+from foldwise.replay._trace import Trace
+from foldwise.replay.sessions._coding_zh import build_coding_zh
+from foldwise.replay.sessions._proposal import build_proposal_review, proposal_text
+from foldwise.replay.sessions._timeline import build_corpus_timeline
 
 __all__ = ["SESSION_NAMES", "SESSION_TITLES", "proposal_text", "session_messages", "session_trace"]
 
@@ -60,6 +57,4 @@ def session_messages(name: str, *, quick: bool = False) -> list[BaseMessage]:
 
 def session_trace(name: str, *, quick: bool = False) -> Trace:
     """Session `name` as a `foldwise.replay.Trace` named after it."""
-    from foldwise.replay import Trace
-
     return Trace.from_messages(session_messages(name, quick=quick), name=name)

@@ -10,7 +10,7 @@ import random
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from foldwise.bench.sessions._text import SessionBuilder, fill, pick
+from foldwise.replay.sessions._text import SessionBuilder, fill, pick
 
 __all__ = ["build_coding_zh"]
 
@@ -97,20 +97,8 @@ def _log(rng: random.Random, chars: int) -> str:
     )
 
 
-def build_coding_zh(*, quick: bool = False, seed: int = 3) -> list[BaseMessage]:
-    """The session's messages (`quick`: smaller files and log)."""
-    rng = random.Random(f"coding-zh:{seed}")
-    scale = 0.4 if quick else 1.0
-    b = SessionBuilder("cz")
-    b.messages.append(SystemMessage(_SYSTEM))
-    b.messages.append(
-        HumanMessage(
-            "帮我修复 billing/ledger.py 里结算金额四舍五入错误的问题，测试 "
-            "tests/test_ledger.py::test_roundin"
-            "g_half_even 一直失败。要求：不要修改任何公共函数的签名，"
-            "新增的注释一律用中文。"
-        )
-    )
+def _investigate(b: SessionBuilder, rng: random.Random, scale: float) -> None:
+    """The failing test, the module and the call sites of `round_amount`."""
     b.tool_round(
         "先看失败的测试和相关代码。",
         [
@@ -140,18 +128,11 @@ def build_coding_zh(*, quick: bool = False, seed: int = 3) -> list[BaseMessage]:
             ),
         ],
     )
-    b.messages.append(
-        AIMessage(
-            "原因找到了：round_amount 用 float 计算后再 qu"
-            "antize，2.675 在二进制下是 2.67499…，所以舍成了 "
-            "2.67。我决定改成全程用 Decimal，因为 float "
-            "无法精确表示分。接下来修改 billing/ledger.py。"
-        )
-    )
-    b.messages.append(
-        HumanMessage("可以。另外不要用 float，所有金额一律 Decimal；日志改成结构化日志。")
-    )
-    for round_no in range(6 if quick else 14):
+
+
+def _edit_rounds(b: SessionBuilder, rng: random.Random, scale: float, rounds: int) -> None:
+    """`rounds` edit-and-reread rounds, with a test run every fourth."""
+    for round_no in range(rounds):
         path = f"billing/{pick(rng, ['ledger', 'fees', 'refunds', 'batch', 'reconcile'])}.py"
         b.tool_round(
             f"修改 {path} 第 {round_no + 1} 处。",
@@ -184,6 +165,10 @@ def build_coding_zh(*, quick: bool = False, seed: int = 3) -> list[BaseMessage]:
                     ),
                 ],
             )
+
+
+def _log_review(b: SessionBuilder, rng: random.Random, scale: float) -> None:
+    """The settlement-log check and the closing summary (a 90,000-character log dump)."""
     b.messages.append(AIMessage("测试已全部通过。接下来我看一下结算日志，确认线上是否有同类问题。"))
     b.messages.append(HumanMessage("看一下 logs/settlement.log 里上周有没有金额差一分钱的批次。"))
     b.tool_round(
@@ -206,4 +191,34 @@ def build_coding_zh(*, quick: bool = False, seed: int = 3) -> list[BaseMessage]:
             "所有公共函数签名保持不变，金额全程使用 Decimal，日志改为结构化字段，注释均为中文。"
         )
     )
+
+
+def build_coding_zh(*, quick: bool = False, seed: int = 3) -> list[BaseMessage]:
+    """The session's messages (`quick`: smaller files and log)."""
+    rng = random.Random(f"coding-zh:{seed}")
+    scale = 0.4 if quick else 1.0
+    b = SessionBuilder("cz")
+    b.messages.append(SystemMessage(_SYSTEM))
+    b.messages.append(
+        HumanMessage(
+            "帮我修复 billing/ledger.py 里结算金额四舍五入错误的问题，测试 "
+            "tests/test_ledger.py::test_roundin"
+            "g_half_even 一直失败。要求：不要修改任何公共函数的签名，"
+            "新增的注释一律用中文。"
+        )
+    )
+    _investigate(b, rng, scale)
+    b.messages.append(
+        AIMessage(
+            "原因找到了：round_amount 用 float 计算后再 qu"
+            "antize，2.675 在二进制下是 2.67499…，所以舍成了 "
+            "2.67。我决定改成全程用 Decimal，因为 float "
+            "无法精确表示分。接下来修改 billing/ledger.py。"
+        )
+    )
+    b.messages.append(
+        HumanMessage("可以。另外不要用 float，所有金额一律 Decimal；日志改成结构化日志。")
+    )
+    _edit_rounds(b, rng, scale, 6 if quick else 14)
+    _log_review(b, rng, scale)
     return [m for m in b.messages if isinstance(m, BaseMessage)]

@@ -23,8 +23,9 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
-from foldwise.offload._filesystem import FilesystemArtifactStore
-from foldwise.testing import ScriptedChatModel
+from foldwise.middleware import ToolOutputOffloadMiddleware
+from foldwise.offload import FilesystemArtifactStore
+from foldwise.replay import ScriptedChatModel
 from foldwise.tokens import TokenCounter, get_counter
 
 __all__ = ["make_corpus_page", "run_offload_benchmark"]
@@ -91,8 +92,6 @@ def _corpus_tool(chars: int) -> BaseTool:
 def _run(
     *, offload: bool, searches: int, chars: int, trigger: int, counter: TokenCounter
 ) -> dict[str, Any]:
-    from foldwise.middleware.tool_output_offload import ToolOutputOffloadMiddleware
-
     model = ScriptedChatModel(responses=_script(searches))
     with tempfile.TemporaryDirectory(prefix="foldwise-bench-") as root:
         middleware = []

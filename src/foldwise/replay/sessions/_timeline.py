@@ -11,7 +11,7 @@ import random
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from foldwise.bench.sessions._text import SessionBuilder, fill, pick
+from foldwise.replay.sessions._text import SessionBuilder, fill, pick
 
 __all__ = ["build_corpus_timeline"]
 
@@ -109,6 +109,30 @@ def _notes(rng: random.Random, round_no: int) -> str:
     )
 
 
+def _search_round(b: SessionBuilder, rng: random.Random, index: int, size: int) -> None:
+    """Search round `index`: every third also reads a passage and writes running notes."""
+    book = _BOOKS[index % len(_BOOKS)]
+    query = f"Meridian Lighthouse {pick(rng, ['keeper', 'storm', 'lamp', 'logbook', 'wreck'])}"
+    if index % 3 == 2:
+        b.tool_round(
+            f"Searching {book} and the next book in parallel.",
+            [
+                ("search_corpus", {"query": query, "book": book}, _search(rng, query, size)),
+                (
+                    "read_passage",
+                    {"ref": f"{book} ch. {rng.randint(1, 40)}"},
+                    _search(rng, "passage", size // 8),
+                ),
+            ],
+        )
+        b.messages.append(AIMessage(_notes(rng, index + 1)))
+    else:
+        b.tool_round(
+            f"Searching {book} for {query}.",
+            [("search_corpus", {"query": query, "book": book}, _search(rng, query, size))],
+        )
+
+
 def build_corpus_timeline(*, quick: bool = False, seed: int = 2) -> list[BaseMessage]:
     """The session's messages (`quick`: fewer, shorter searches)."""
     rng = random.Random(f"timeline:{seed}")
@@ -124,26 +148,7 @@ def build_corpus_timeline(*, quick: bool = False, seed: int = 2) -> list[BaseMes
         )
     )
     for index in range(rounds):
-        book = _BOOKS[index % len(_BOOKS)]
-        query = f"Meridian Lighthouse {pick(rng, ['keeper', 'storm', 'lamp', 'logbook', 'wreck'])}"
-        if index % 3 == 2:
-            b.tool_round(
-                f"Searching {book} and the next book in parallel.",
-                [
-                    ("search_corpus", {"query": query, "book": book}, _search(rng, query, size)),
-                    (
-                        "read_passage",
-                        {"ref": f"{book} ch. {rng.randint(1, 40)}"},
-                        _search(rng, "passage", size // 8),
-                    ),
-                ],
-            )
-            b.messages.append(AIMessage(_notes(rng, index + 1)))
-        else:
-            b.tool_round(
-                f"Searching {book} for {query}.",
-                [("search_corpus", {"query": query, "book": book}, _search(rng, query, size))],
-            )
+        _search_round(b, rng, index, size)
         if index in (rounds // 3, 2 * rounds // 3):
             if index % 3 != 2:
                 b.messages.append(AIMessage(_notes(rng, index + 1)))
