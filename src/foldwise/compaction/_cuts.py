@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from foldwise.messages import ToolPairing, is_real_user_message
 
+if TYPE_CHECKING:
+    from foldwise.tokens import TokenCounter
+
 __all__ = [
+    "Counts",
+    "LazyCounts",
     "NewestExchange",
     "cut_upper_bound",
     "latest_user_index",
@@ -32,7 +38,40 @@ class NewestExchange:
     results: tuple[int, ...]
 
 
-def tail_start_for_tokens(counts: Sequence[int], budget: int) -> int:
+class Counts(Protocol):
+    """Per-message token counts by index (a list, or `LazyCounts`)."""
+
+    def __len__(self) -> int:
+        """Number of messages."""
+        ...
+
+    def __getitem__(self, index: int) -> int:
+        """Tokens of message `index`."""
+        ...
+
+
+class LazyCounts:
+    """Per-message token counts, counted on first use: a plan mostly reads only its tail."""
+
+    def __init__(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> None:
+        """Count `messages` with `counter`, one message at a time, when asked."""
+        self._messages = messages
+        self._counter = counter
+        self._known: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        """Number of messages."""
+        return len(self._messages)
+
+    def __getitem__(self, index: int) -> int:
+        """Tokens of message `index` (cached)."""
+        tokens = self._known.get(index)
+        if tokens is None:
+            tokens = self._known[index] = self._counter.count_message(self._messages[index])
+        return tokens
+
+
+def tail_start_for_tokens(counts: Counts, budget: int) -> int:
     """Smallest index whose suffix fits in `budget` tokens (len when nothing fits)."""
     running = 0
     for index in range(len(counts) - 1, -1, -1):

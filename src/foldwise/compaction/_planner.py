@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from langchain_core.messages import BaseMessage
 
 from foldwise.compaction._cuts import (
+    Counts,
+    LazyCounts,
     NewestExchange,
     cut_upper_bound,
     latest_user_index,
@@ -123,6 +125,7 @@ class _Call:
     counter: TokenCounter
     static_tokens: int
     total: int
+    message_tokens: int
     message_count: int
 
     @property
@@ -157,7 +160,7 @@ def _measure(
         validate_messages(messages)  # names the malformed message, if that is the cause
         raise
     count = len(messages) + (1 if summary_text else 0)
-    return _Call(messages, policy, counter, static_tokens, request.total, count)
+    return _Call(messages, policy, counter, static_tokens, request.total, request.messages, count)
 
 
 def _fired_trigger(call: _Call, *, force: bool) -> _Trigger | None:
@@ -188,32 +191,39 @@ def _below_threshold(call: _Call) -> CompactionDecision:
     return CompactionDecision(None, SkipReason.BELOW_THRESHOLD, call.total, detail)
 
 
-def _keep_cut(policy: CompactionPolicy, counts: Sequence[int]) -> int:
+def _tail_start(call: _Call, counts: Counts, limit: int) -> int:
+    """First index of the longest tail within `limit` tokens; O(1) when everything fits."""
+    if call.message_tokens <= limit:
+        return 0
+    return tail_start_for_tokens(counts, limit)
+
+
+def _keep_cut(call: _Call, counts: Counts) -> int:
     """First index of the tail that `keep` asks for."""
-    keep_tokens = policy.keep_tokens()
+    keep_tokens = call.policy.keep_tokens()
     if keep_tokens is None:
-        return len(counts) - int(policy.keep.value)
-    return tail_start_for_tokens(counts, keep_tokens)
+        return len(counts) - int(call.policy.keep.value)
+    return _tail_start(call, counts, keep_tokens)
 
 
-def _budget_cut(call: _Call, trigger: _Trigger, counts: Sequence[int]) -> int:
+def _budget_cut(call: _Call, trigger: _Trigger, counts: Counts) -> int:
     """First index of the longest tail that fits the budget beside the summary (0: any)."""
     budget = call.policy.budget_limit
     if budget is None or (trigger.kind == "manual" and not call.over_budget):
         return 0
     room = budget - call.static_tokens - call.policy.summary_max_tokens
-    return tail_start_for_tokens(counts, max(1, room))
+    return _tail_start(call, counts, max(1, room))
 
 
 def _choose_cut(
     call: _Call,
     trigger: _Trigger,
-    counts: Sequence[int],
+    counts: Counts,
     pairing: ToolPairing,
     exchange: NewestExchange | None,
 ) -> int:
     """The cut: keep and budget targets, moved so no pair is split and the end stays whole."""
-    keep_cut = _keep_cut(call.policy, counts)
+    keep_cut = _keep_cut(call, counts)
     budget_cut = _budget_cut(call, trigger, counts)
     desired = max(keep_cut, budget_cut)
     n = len(counts)
@@ -242,11 +252,11 @@ def _rescue(call: _Call, cut: int, pairing: ToolPairing, latest_user: int | None
     return split
 
 
-def _tokens_after(call: _Call, split: Split, counts: Sequence[int]) -> tuple[int, int]:
+def _tokens_after(call: _Call, split: Split, counts: Counts) -> tuple[int, int]:
     """Estimated tokens of the next request after compaction, and of its kept messages."""
-    removed = sum(counts[i] for i in split.summarized)
-    summary_estimate = min(call.policy.summary_max_tokens, max(1, removed // 4))
     kept = sum(counts[i] for i in split.kept)
+    removed = call.message_tokens - kept  # summarized and kept partition the messages
+    summary_estimate = min(call.policy.summary_max_tokens, max(1, removed // 4))
     # Estimated afresh: an anchor on provider usage does not survive the removal.
     return call.static_tokens + summary_estimate + kept, kept
 
@@ -266,7 +276,7 @@ def _plan(call: _Call, trigger: _Trigger) -> CompactionDecision:
     """Build the plan once a trigger fired (O(n)); a step with nothing to do raises `_Skip`."""
     messages, policy = call.messages, call.policy
     validate_messages(messages)
-    counts = [call.counter.count_message(m) for m in messages]
+    counts = LazyCounts(messages, call.counter)
     exchange = newest_exchange(messages)
     try:
         pairing = analyze_tool_pairing(messages)

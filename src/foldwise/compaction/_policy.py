@@ -96,27 +96,7 @@ class CompactionPolicy:
         Fraction clauses need a window: without one they are dropped with a warning (absolute
         clauses survive) and a fraction keep falls back to the default keep.
         """
-        triggers: list[Threshold] = []
-        dropped: list[ContextSize] = []
-        for clause in summarization.trigger or []:
-            if clause.type == "fraction":
-                if context_window is None:
-                    dropped.append(clause)
-                    continue
-                limit = max(1, int(context_window * clause.value))
-            else:
-                limit = int(clause.value)
-            triggers.append(Threshold(clause.type, limit, clause))
-        if dropped and not triggers:
-            logger.warning(
-                "every trigger clause is a fraction and the run model has no context_window: "
-                "automatic compaction will not fire (manual compaction still works)"
-            )
-        elif dropped:
-            logger.warning(
-                "dropped fraction trigger clauses (the run model has no context_window): %s",
-                ", ".join(c.describe() for c in dropped),
-            )
+        triggers, dropped = _resolve_triggers(summarization.trigger or [], context_window)
         chosen_keep = keep or summarization.keep
         if chosen_keep.type == "fraction" and context_window is None:
             dropped.append(chosen_keep)
@@ -163,3 +143,31 @@ class CompactionPolicy:
         return cls.from_summarization(
             config.summarization, context_window=context_window, keep=keep
         )
+
+
+def _resolve_triggers(
+    clauses: list[ContextSize], context_window: int | None
+) -> tuple[list[Threshold], list[ContextSize]]:
+    """Resolve trigger clauses to absolute limits; fraction clauses need a window."""
+    triggers: list[Threshold] = []
+    dropped: list[ContextSize] = []
+    for clause in clauses:
+        if clause.type == "fraction":
+            if context_window is None:
+                dropped.append(clause)
+                continue
+            limit = max(1, int(context_window * clause.value))
+        else:
+            limit = int(clause.value)
+        triggers.append(Threshold(clause.type, limit, clause))
+    if dropped and not triggers:
+        logger.warning(
+            "every trigger clause is a fraction and the run model has no context_window: "
+            "automatic compaction will not fire (manual compaction still works)"
+        )
+    elif dropped:
+        logger.warning(
+            "dropped fraction trigger clauses (the run model has no context_window): %s",
+            ", ".join(c.describe() for c in dropped),
+        )
+    return triggers, dropped

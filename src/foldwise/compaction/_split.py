@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from foldwise.compaction._cuts import NewestExchange
+from foldwise.compaction._cuts import Counts, NewestExchange
 from foldwise.compaction._policy import CompactionPolicy
 from foldwise.messages import ToolPairing, is_dynamic_reminder, is_real_user_message
 
@@ -50,7 +50,8 @@ def split_at(
     summarized: list[int] = []
     for index in range(cut):
         message = messages[index]
-        verbatim = (
+        # The type test first: it rules out most messages (AI and tool) cheaply.
+        verbatim = isinstance(message, HumanMessage | SystemMessage) and (
             index == latest_user
             or is_dynamic_reminder(message)
             or (keep_all_users and is_real_user_message(message))
@@ -65,7 +66,7 @@ def split_at(
 def human_overflow(
     messages: Sequence[BaseMessage],
     split: Split,
-    counts: Sequence[int],
+    counts: Counts,
     policy: CompactionPolicy,
     latest_user: int | None,
 ) -> tuple[str, ...]:
@@ -86,7 +87,7 @@ def human_overflow(
 def oversized_results(
     messages: Sequence[BaseMessage],
     exchange: NewestExchange | None,
-    counts: Sequence[int],
+    counts: Counts,
     *,
     fits: bool,
 ) -> tuple[str, ...]:
