@@ -367,3 +367,22 @@ def test_pairing_is_never_broken(
     assert everything == {m.id for m in history}, "a message was lost"
     assert not {m.id for m in plan.preserved} & {m.id for m in plan.to_summarize}
     assert plan.preserved, "compaction must keep at least one message"
+    _check_protected(plan.preserved, history)
+
+
+def _check_protected(preserved: tuple[BaseMessage, ...], history: list[BaseMessage]) -> None:
+    """The current request and the newest tool exchange at the end are never summarized."""
+    kept = {m.id for m in preserved}
+    users = [m for m in history if m.type == "human"]
+    if users:
+        assert users[-1].id in kept, "the current request was summarized"
+    start = len(history)
+    while start > 0 and isinstance(history[start - 1], ToolMessage):
+        start -= 1
+    last = history[start - 1] if start > 0 else None
+    if isinstance(last, AIMessage) and last.tool_calls:
+        own = {c["id"] for c in last.tool_calls}
+        assert last.id in kept, "the newest tool call was summarized"
+        for m in history[start:]:
+            if isinstance(m, ToolMessage) and m.tool_call_id in own:
+                assert m.id in kept, "a result of the newest tool call was summarized"

@@ -386,6 +386,9 @@ def _dump_agent(**summarization: Any) -> tuple[Any, ScriptedChatModel]:
 def test_budget_invariant_compacts_when_no_trigger_fired() -> None:
     agent, model = _dump_agent()
     agent.invoke({"messages": [HumanMessage("dump it")]}, THREAD)
+    # The newest tool exchange is never summarized: it is clipped in the request view instead.
+    assert not agent.get_state(THREAD).values.get("compactions")
+    agent.invoke({"messages": [HumanMessage("thanks")]}, THREAD)
     receipts = agent.get_state(THREAD).values["compactions"]
     assert receipts[-1]["trigger"] == "budget"
     middleware = foldwise.agent.find_summarization(agent)

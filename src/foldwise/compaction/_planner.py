@@ -7,30 +7,32 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import BaseMessage
 
-from foldwise.compaction._policy import CompactionPolicy, Threshold
-from foldwise.messages import (
-    analyze_tool_pairing,
-    is_dynamic_reminder,
-    is_real_user_message,
-    validate_messages,
+from foldwise.compaction._cuts import (
+    Counts,
+    LazyCounts,
+    NewestExchange,
+    cut_upper_bound,
+    latest_user_index,
+    newest_exchange,
+    safe_cut,
+    tail_start_for_tokens,
 )
+from foldwise.compaction._policy import CompactionPolicy
+from foldwise.compaction._split import Split, human_overflow, oversized_results, split_at
+from foldwise.messages import ToolPairing, analyze_tool_pairing, validate_messages
 
 if TYPE_CHECKING:
     from foldwise.tokens import TokenCounter
 
 __all__ = [
-    "SUMMARY_ALLOWANCE_TOKENS",
     "CompactionDecision",
     "CompactionPlan",
     "SkipReason",
     "decide_compaction",
     "plan_compaction",
 ]
-
-SUMMARY_ALLOWANCE_TOKENS = 2000
-"""Room the budget invariant leaves for the summary that replaces the removed span."""
 
 
 class SkipReason(StrEnum):
@@ -61,7 +63,12 @@ class CompactionPlan:
         tokens_before: Estimated tokens of the next request before compaction.
         estimated_tokens_after: Estimated tokens of the next request after compaction.
         cutoff: Index of the first kept message of the tail.
-        tail_over_budget: The kept tail alone does not fit the budget (offload is needed).
+        tail_over_budget: The kept messages, the static part and the summary allowance
+            (`policy.summary_max_tokens`) do not fit the budget (offload is needed).
+        oversized_tail_ids: When `tail_over_budget`, the tool results of the newest exchange
+            (the last AIMessage with tool calls and its results, at the end), largest first.
+            The planner never summarizes them (the model would re-issue the call); the caller
+            clips or offloads them in the request view, largest first, until it fits.
     """
 
     to_summarize: tuple[BaseMessage, ...]
@@ -77,46 +84,231 @@ class CompactionPlan:
     estimated_tokens_after: int
     cutoff: int
     tail_over_budget: bool = False
+    oversized_tail_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class CompactionDecision:
-    """The planner's answer: a plan, or the reason there is none."""
+    """The planner's answer: a plan, or the reason there is none.
+
+    Attributes:
+        plan: The plan, or `None`.
+        skip_reason: Why there is no plan.
+        tokens_before: Estimated tokens of the next request as it stands.
+        detail: One line: the plan's reason or what the skip measured.
+        oversized_tail_ids: As `CompactionPlan.oversized_tail_ids`; without a plan, set when
+            the request is over budget and only the newest exchange could be cut down.
+    """
 
     plan: CompactionPlan | None
     skip_reason: SkipReason | None
     tokens_before: int
     detail: str
+    oversized_tail_ids: tuple[str, ...] = ()
 
 
-def _fired(
-    policy: CompactionPolicy, total: int, message_count: int
-) -> tuple[Threshold, int] | None:
+class _Skip(Exception):
+    """A planning step found nothing worth compacting."""
+
+    def __init__(self, reason: SkipReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One planner call's inputs and the request measured once, shared by every step."""
+
+    messages: Sequence[BaseMessage]
+    policy: CompactionPolicy
+    counter: TokenCounter
+    static_tokens: int
+    total: int
+    message_tokens: int
+    message_count: int
+
+    @property
+    def over_budget(self) -> bool:
+        """Whether the request as it stands exceeds the budget."""
+        budget = self.policy.budget_limit
+        return budget is not None and self.total > budget
+
+
+@dataclass(frozen=True)
+class _Trigger:
+    """Why a plan is being built: the clause, its measured metric and the reason line."""
+
+    kind: str
+    metric: int
+    threshold: int | None
+    reason: str
+
+
+def _measure(
+    messages: Sequence[BaseMessage],
+    policy: CompactionPolicy,
+    counter: TokenCounter,
+    summary_text: str | None,
+    static_tokens: int,
+) -> _Call:
+    """Count the whole request with the (incremental) counter: the only per-call O(new) step."""
+    summary_tokens = counter.count_text(summary_text) if summary_text else 0
+    try:
+        request = counter.count_request(messages, static_tokens=static_tokens + summary_tokens)
+    except Exception:
+        validate_messages(messages)  # names the malformed message, if that is the cause
+        raise
+    count = len(messages) + (1 if summary_text else 0)
+    return _Call(messages, policy, counter, static_tokens, request.total, request.messages, count)
+
+
+def _fired_trigger(call: _Call, *, force: bool) -> _Trigger | None:
+    """The reason to compact: manual, a configured clause, or the budget invariant."""
+    total, policy = call.total, call.policy
+    if force:
+        return _Trigger("manual", total, None, f"manual compaction (request at {total:,} tokens)")
     for clause in policy.triggers:
-        metric = message_count if clause.kind == "messages" else total
+        metric = call.message_count if clause.kind == "messages" else total
         if metric >= clause.limit:
-            return clause, metric
-    return None
+            unit = "messages" if clause.kind == "messages" else "tokens"
+            reason = f"{clause.describe()}: measured {metric:,} {unit}"
+            return _Trigger(clause.kind, metric, clause.limit, reason)
+    budget = policy.budget_limit
+    if budget is None or total <= budget:
+        return None
+    reason = (
+        f"budget invariant: request {total:,} tokens > {budget:,} "
+        f"(window {policy.context_window:,} minus {policy.reserved_output_tokens:,} reserved)"
+    )
+    return _Trigger("budget", total, budget, reason)
 
 
-def _tail_start_for_tokens(counts: Sequence[int], budget: int) -> int:
-    """Smallest index whose suffix fits in `budget` tokens (len when nothing fits)."""
-    running = 0
-    for index in range(len(counts) - 1, -1, -1):
-        running += counts[index]
-        if running > budget:
-            return index + 1
-    return 0
+def _below_threshold(call: _Call) -> CompactionDecision:
+    """The decision when nothing fired: O(1), no message is looked at."""
+    limits = ", ".join(t.describe() for t in call.policy.triggers) or "no trigger configured"
+    detail = f"request at {call.total:,} tokens / {call.message_count} messages; {limits}"
+    return CompactionDecision(None, SkipReason.BELOW_THRESHOLD, call.total, detail)
 
 
-def _safe_cut(forbidden: Sequence[bool], desired: int, *, upper: int, prefer_forward: bool) -> int:
-    """Nearest cut to `desired` in `1..upper` that splits no call/result pair (0 if none)."""
-    desired = max(1, min(desired, upper))
-    backward = next((c for c in range(desired, 0, -1) if not forbidden[c]), 0)
-    forward = next((c for c in range(desired, upper + 1) if not forbidden[c]), 0)
-    if prefer_forward:
-        return forward or backward
-    return backward or forward
+def _tail_start(call: _Call, counts: Counts, limit: int) -> int:
+    """First index of the longest tail within `limit` tokens; O(1) when everything fits."""
+    if call.message_tokens <= limit:
+        return 0
+    return tail_start_for_tokens(counts, limit)
+
+
+def _keep_cut(call: _Call, counts: Counts) -> int:
+    """First index of the tail that `keep` asks for."""
+    keep_tokens = call.policy.keep_tokens()
+    if keep_tokens is None:
+        return len(counts) - int(call.policy.keep.value)
+    return _tail_start(call, counts, keep_tokens)
+
+
+def _budget_cut(call: _Call, trigger: _Trigger, counts: Counts) -> int:
+    """First index of the longest tail that fits the budget beside the summary (0: any)."""
+    budget = call.policy.budget_limit
+    if budget is None or (trigger.kind == "manual" and not call.over_budget):
+        return 0
+    room = budget - call.static_tokens - call.policy.summary_max_tokens
+    return _tail_start(call, counts, max(1, room))
+
+
+def _choose_cut(
+    call: _Call,
+    trigger: _Trigger,
+    counts: Counts,
+    pairing: ToolPairing,
+    exchange: NewestExchange | None,
+) -> int:
+    """The cut: keep and budget targets, moved so no pair is split and the end stays whole."""
+    keep_cut = _keep_cut(call, counts)
+    budget_cut = _budget_cut(call, trigger, counts)
+    desired = max(keep_cut, budget_cut)
+    n = len(counts)
+    if desired <= 0:
+        detail = f"keep {call.policy.keep.describe()} already covers all {n} messages"
+        raise _Skip(SkipReason.NOT_ENOUGH_MESSAGES, detail)
+    upper = cut_upper_bound(call.messages, pairing, exchange)
+    if upper < 1:
+        raise _Skip(SkipReason.NOT_ENOUGH_MESSAGES, "only the newest tool call to keep")
+    forbidden = pairing.forbidden_cuts(n)
+    cut = safe_cut(forbidden, desired, upper=upper, prefer_forward=budget_cut > keep_cut)
+    if cut <= 0:
+        detail = "no cut point keeps every tool call with its result"
+        raise _Skip(SkipReason.NOT_ENOUGH_MESSAGES, detail)
+    return cut
+
+
+def _rescue(call: _Call, cut: int, pairing: ToolPairing, latest_user: int | None) -> Split:
+    """Split at `cut`, rescuing reminders and user messages; skip if nothing is summarized."""
+    split = split_at(call.messages, cut, pairing, call.policy, latest_user)
+    if not split.kept:
+        raise _Skip(SkipReason.NOT_ENOUGH_MESSAGES, "the cut would keep no message at all")
+    if not split.summarized:
+        detail = f"all {cut} messages before the cut are kept verbatim"
+        raise _Skip(SkipReason.EVERYTHING_RESCUED, detail)
+    return split
+
+
+def _tokens_after(call: _Call, split: Split, counts: Counts) -> tuple[int, int]:
+    """Estimated tokens of the next request after compaction, and of its kept messages."""
+    kept = sum(counts[i] for i in split.kept)
+    removed = call.message_tokens - kept  # summarized and kept partition the messages
+    summary_estimate = min(call.policy.summary_max_tokens, max(1, removed // 4))
+    # Estimated afresh: an anchor on provider usage does not survive the removal.
+    return call.static_tokens + summary_estimate + kept, kept
+
+
+def _gain_check(call: _Call, trigger: _Trigger, after: int) -> None:
+    """Anti-thrash: skip a triggered compaction that frees less than `min_gain_tokens`."""
+    minimum = call.policy.min_gain_tokens
+    if trigger.kind in ("manual", "budget") or call.over_budget or minimum <= 0:
+        return
+    gain = call.total - after
+    if gain < minimum:
+        detail = f"would free about {gain:,} tokens, below min_gain_tokens {minimum:,}"
+        raise _Skip(SkipReason.GAIN_TOO_SMALL, detail)
+
+
+def _plan(call: _Call, trigger: _Trigger) -> CompactionDecision:
+    """Build the plan once a trigger fired (O(n)); a step with nothing to do raises `_Skip`."""
+    messages, policy = call.messages, call.policy
+    validate_messages(messages)
+    counts = LazyCounts(messages, call.counter)
+    exchange = newest_exchange(messages)
+    try:
+        pairing = analyze_tool_pairing(messages)
+        cut = _choose_cut(call, trigger, counts, pairing, exchange)
+        latest_user = latest_user_index(messages)
+        split = _rescue(call, cut, pairing, latest_user)
+        after, kept_tokens = _tokens_after(call, split, counts)
+        _gain_check(call, trigger, after)
+    except _Skip as skip:
+        oversized = oversized_results(messages, exchange, counts, fits=not call.over_budget)
+        return CompactionDecision(None, skip.reason, call.total, skip.detail, oversized)
+    budget = policy.budget_limit
+    tail_over = budget is not None and (
+        kept_tokens + call.static_tokens + policy.summary_max_tokens > budget
+    )
+    plan = CompactionPlan(
+        to_summarize=tuple(messages[i] for i in split.summarized),
+        preserved=tuple(messages[i] for i in split.kept),
+        summary_input=tuple(messages[:cut]),
+        rescued_ids=tuple(str(messages[i].id) for i in split.rescued),
+        human_overflow_ids=human_overflow(messages, split, counts, policy, latest_user),
+        trigger=trigger.kind,
+        reason=trigger.reason,
+        metric=trigger.metric,
+        threshold=trigger.threshold,
+        tokens_before=call.total,
+        estimated_tokens_after=after,
+        cutoff=cut,
+        tail_over_budget=tail_over,
+        oversized_tail_ids=oversized_results(messages, exchange, counts, fits=not tail_over),
+    )
+    return CompactionDecision(plan, None, call.total, trigger.reason, plan.oversized_tail_ids)
 
 
 def decide_compaction(
@@ -129,6 +321,14 @@ def decide_compaction(
     static_tokens: int = 0,
 ) -> CompactionDecision:
     """Decide whether and how to compact `messages`; pure, never mutates its inputs.
+
+    It runs before every model call: when nothing fires it returns right after counting, so
+    its cost grows with what is new since the last call (the counter is incremental); the
+    O(n) analysis (pairing, rescue, cuts) runs only when a plan is being built.
+
+    The newest tool exchange at the end (the last AIMessage with tool calls and its results)
+    and the current request (the latest real user message) are never summarized; when they
+    alone do not fit, `oversized_tail_ids` names the results to clip or offload.
 
     Args:
         messages: The agent's current messages (state, not the rendered request).
@@ -146,158 +346,13 @@ def decide_compaction(
         from foldwise.tokens import get_counter
 
         counter = get_counter()
-    summary_tokens = counter.count_text(summary_text) if summary_text else 0
-    try:
-        request = counter.count_request(messages, static_tokens=static_tokens + summary_tokens)
-    except Exception:
-        validate_messages(messages)  # names the malformed message, if that is the cause
-        raise
-    total = request.total
+    call = _measure(messages, policy, counter, summary_text, static_tokens)
     if not messages:
-        return CompactionDecision(None, SkipReason.NOT_ENOUGH_MESSAGES, total, "no messages")
-
-    message_count = len(messages) + (1 if summary_text else 0)
-    budget = policy.budget_limit
-    over_budget = budget is not None and total > budget
-    fired = _fired(policy, total, message_count)
-    if force:
-        trigger, metric, threshold = "manual", total, None
-        reason = f"manual compaction (request at {total:,} tokens)"
-    elif fired is not None:
-        clause, metric = fired
-        trigger, threshold = clause.kind, clause.limit
-        unit = "messages" if clause.kind == "messages" else "tokens"
-        reason = f"{clause.describe()}: measured {metric:,} {unit}"
-    elif over_budget:
-        assert budget is not None
-        trigger, metric, threshold = "budget", total, budget
-        reason = (
-            f"budget invariant: request {total:,} tokens > {budget:,} "
-            f"(window {policy.context_window:,} minus {policy.reserved_output_tokens:,} reserved)"
-        )
-    else:
-        limits = ", ".join(t.describe() for t in policy.triggers) or "no trigger configured"
-        return CompactionDecision(
-            None,
-            SkipReason.BELOW_THRESHOLD,
-            total,
-            f"request at {total:,} tokens / {message_count} messages; {limits}",
-        )
-
-    # Full validation only when we are about to cut: the per-call fast path stays O(new).
-    validate_messages(messages)
-    counts = [counter.count_message(m) for m in messages]
-    n = len(messages)
-    keep_tokens = policy.keep_tokens()
-    if keep_tokens is None:
-        desired = n - int(policy.keep.value)
-    else:
-        desired = _tail_start_for_tokens(counts, keep_tokens)
-    budget_cut = 0
-    if budget is not None and (over_budget or trigger != "manual"):
-        room = budget - static_tokens - SUMMARY_ALLOWANCE_TOKENS
-        budget_cut = _tail_start_for_tokens(counts, max(1, room))
-    prefer_forward = budget_cut > desired
-    desired = max(desired, budget_cut)
-    if desired <= 0:
-        return CompactionDecision(
-            None,
-            SkipReason.NOT_ENOUGH_MESSAGES,
-            total,
-            f"keep {policy.keep.describe()} already covers all {n} messages",
-        )
-
-    pairing = analyze_tool_pairing(messages)
-    upper = n
-    last_ai = next((i for i in range(n - 1, -1, -1) if isinstance(messages[i], AIMessage)), None)
-    if last_ai is not None and any(ai == last_ai for ai, _ in pairing.pending_calls):
-        upper = last_ai  # calls still pending at the end stay with their AIMessage
-    if upper < 1:
-        return CompactionDecision(
-            None, SkipReason.NOT_ENOUGH_MESSAGES, total, "only a pending tool call to keep"
-        )
-    cut = _safe_cut(pairing.forbidden_cuts(n), desired, upper=upper, prefer_forward=prefer_forward)
-    if cut <= 0:
-        return CompactionDecision(
-            None,
-            SkipReason.NOT_ENOUGH_MESSAGES,
-            total,
-            "no cut point keeps every tool call with its result",
-        )
-
-    orphans = set(pairing.orphan_results)
-    latest_user = next((i for i in range(n - 1, -1, -1) if is_real_user_message(messages[i])), None)
-    rescued: list[int] = []
-    summarized: list[int] = []
-    for index in range(cut):
-        message = messages[index]
-        keep_verbatim = is_dynamic_reminder(message) or (
-            is_real_user_message(message)
-            and (index == latest_user or policy.preserve_human == "all")
-            and policy.preserve_human != "none"
-        )
-        (rescued if keep_verbatim and index not in orphans else summarized).append(index)
-    tail = [i for i in range(cut, n) if i not in orphans]
-    summarized.extend(i for i in range(cut, n) if i in orphans)
-    if not rescued and not tail:
-        return CompactionDecision(
-            None, SkipReason.NOT_ENOUGH_MESSAGES, total, "the cut would keep no message at all"
-        )
-    if not summarized:
-        return CompactionDecision(
-            None,
-            SkipReason.EVERYTHING_RESCUED,
-            total,
-            f"all {cut} messages before the cut are kept verbatim",
-        )
-
-    overflow: list[str] = []
-    if policy.preserve_human == "all":
-        human = [i for i in rescued if is_real_user_message(messages[i]) and i != latest_user]
-        human_tokens = sum(counts[i] for i in human)
-        for i in human:
-            if human_tokens <= policy.preserve_human_max_tokens:
-                break
-            overflow.append(str(messages[i].id))
-            human_tokens -= counts[i]
-
-    removed_tokens = sum(counts[i] for i in summarized)
-    summary_estimate = min(SUMMARY_ALLOWANCE_TOKENS, max(1, removed_tokens // 4))
-    kept_tokens = sum(counts[i] for i in rescued) + sum(counts[i] for i in tail)
-    # The next request is estimated afresh (an anchor on usage does not survive the removal).
-    after = static_tokens + summary_estimate + kept_tokens
-    gain = total - after
-    if (
-        trigger not in ("manual", "budget")
-        and not over_budget
-        and policy.min_gain_tokens > 0
-        and gain < policy.min_gain_tokens
-    ):
-        return CompactionDecision(
-            None,
-            SkipReason.GAIN_TOO_SMALL,
-            total,
-            f"would free about {gain:,} tokens, below min_gain_tokens {policy.min_gain_tokens:,}",
-        )
-    tail_over = budget is not None and (
-        kept_tokens + static_tokens + SUMMARY_ALLOWANCE_TOKENS > budget
-    )
-    plan = CompactionPlan(
-        to_summarize=tuple(messages[i] for i in sorted(summarized)),
-        preserved=tuple(messages[i] for i in [*rescued, *tail]),
-        summary_input=tuple(messages[:cut]),
-        rescued_ids=tuple(str(messages[i].id) for i in rescued),
-        human_overflow_ids=tuple(overflow),
-        trigger=trigger,
-        reason=reason,
-        metric=metric,
-        threshold=threshold,
-        tokens_before=total,
-        estimated_tokens_after=after,
-        cutoff=cut,
-        tail_over_budget=tail_over,
-    )
-    return CompactionDecision(plan, None, total, reason)
+        return CompactionDecision(None, SkipReason.NOT_ENOUGH_MESSAGES, call.total, "no messages")
+    trigger = _fired_trigger(call, force=force)
+    if trigger is None:
+        return _below_threshold(call)
+    return _plan(call, trigger)
 
 
 def plan_compaction(

@@ -8,9 +8,22 @@ from typing import Literal
 
 from foldwise.config import DEFAULT_KEEP, ContextSize, FoldwiseConfig, SummarizationConfig
 
-__all__ = ["CompactionPolicy", "Threshold"]
+__all__ = ["DEFAULT_SUMMARY_MAX_TOKENS", "CompactionPolicy", "Threshold", "summary_allowance"]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_SUMMARY_MAX_TOKENS = 2000
+"""Room left for the summary when the run model's window is unknown."""
+
+
+def summary_allowance(context_window: int | None) -> int:
+    """Room the budget leaves for the summary: a sixteenth of the window, 256 to 4,000 tokens.
+
+    A fixed 2,000 tokens would be a quarter of an 8k model's window and too little for a 1M one.
+    """
+    if context_window is None:
+        return DEFAULT_SUMMARY_MAX_TOKENS
+    return max(256, min(4000, context_window // 16))
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,8 @@ class CompactionPolicy:
     """Everything the planner needs to decide, resolved against the run model's window.
 
     Build it with `CompactionPolicy.from_config(config)`; construct directly in tests.
+    `summary_max_tokens` is the room the planner reserves for the summary inside the budget
+    (`summary_allowance` of the window when built from a config).
     """
 
     triggers: tuple[Threshold, ...] = ()
@@ -50,6 +65,7 @@ class CompactionPolicy:
     min_gain_tokens: int = 1000
     trim_tokens_to_summarize: int | None = 15564
     summary_prompt: str | None = None
+    summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
     dropped_clauses: tuple[ContextSize, ...] = field(default=(), compare=False)
 
     @property
@@ -80,27 +96,7 @@ class CompactionPolicy:
         Fraction clauses need a window: without one they are dropped with a warning (absolute
         clauses survive) and a fraction keep falls back to the default keep.
         """
-        triggers: list[Threshold] = []
-        dropped: list[ContextSize] = []
-        for clause in summarization.trigger or []:
-            if clause.type == "fraction":
-                if context_window is None:
-                    dropped.append(clause)
-                    continue
-                limit = max(1, int(context_window * clause.value))
-            else:
-                limit = int(clause.value)
-            triggers.append(Threshold(clause.type, limit, clause))
-        if dropped and not triggers:
-            logger.warning(
-                "every trigger clause is a fraction and the run model has no context_window: "
-                "automatic compaction will not fire (manual compaction still works)"
-            )
-        elif dropped:
-            logger.warning(
-                "dropped fraction trigger clauses (the run model has no context_window): %s",
-                ", ".join(c.describe() for c in dropped),
-            )
+        triggers, dropped = _resolve_triggers(summarization.trigger or [], context_window)
         chosen_keep = keep or summarization.keep
         if chosen_keep.type == "fraction" and context_window is None:
             dropped.append(chosen_keep)
@@ -120,6 +116,7 @@ class CompactionPolicy:
             min_gain_tokens=summarization.min_gain_tokens,
             trim_tokens_to_summarize=summarization.trim_tokens_to_summarize,
             summary_prompt=summarization.summary_prompt,
+            summary_max_tokens=summary_allowance(context_window),
             dropped_clauses=tuple(dropped),
         )
 
@@ -146,3 +143,31 @@ class CompactionPolicy:
         return cls.from_summarization(
             config.summarization, context_window=context_window, keep=keep
         )
+
+
+def _resolve_triggers(
+    clauses: list[ContextSize], context_window: int | None
+) -> tuple[list[Threshold], list[ContextSize]]:
+    """Resolve trigger clauses to absolute limits; fraction clauses need a window."""
+    triggers: list[Threshold] = []
+    dropped: list[ContextSize] = []
+    for clause in clauses:
+        if clause.type == "fraction":
+            if context_window is None:
+                dropped.append(clause)
+                continue
+            limit = max(1, int(context_window * clause.value))
+        else:
+            limit = int(clause.value)
+        triggers.append(Threshold(clause.type, limit, clause))
+    if dropped and not triggers:
+        logger.warning(
+            "every trigger clause is a fraction and the run model has no context_window: "
+            "automatic compaction will not fire (manual compaction still works)"
+        )
+    elif dropped:
+        logger.warning(
+            "dropped fraction trigger clauses (the run model has no context_window): %s",
+            ", ".join(c.describe() for c in dropped),
+        )
+    return triggers, dropped
