@@ -26,6 +26,7 @@ from foldwise.durable import (
     escape_value,
     is_durable_data_message,
 )
+from foldwise.messages import OFFLOAD_FLAG
 from foldwise.middleware._request_fit import overflow_numbers
 from foldwise.testing import ScriptedChatModel
 from foldwise.tokens import get_counter
@@ -249,3 +250,38 @@ def test_the_overflow_retry_keeps_custom_channels_and_one_contract(merge_contrac
     assert len(data) == 1
     assert "never touch the billing table" in str(data[0].content)
     assert "Conversation summary" in str(data[0].content)
+
+
+def test_user_input_that_no_longer_fits_is_stored_verbatim_not_refused(tmp_path: Any) -> None:
+    """preserve_human all: older pasted input beyond the budget is stored, never refused."""
+    estimate = get_counter()
+    model = ScriptedChatModel(
+        default="noted",
+        context_window=16_000,
+        input_token_counter=lambda ms: estimate.count_messages(ms, anchor=False) + 600,
+    )
+    model.profile = {"max_input_tokens": 16_000}
+    config = parse_config(
+        {
+            "summarization": {
+                "model_name": "extractive",
+                "reserved_output_tokens": 1000,
+                "min_gain_tokens": 0,
+                "trigger": {"type": "tokens", "value": 10**6},
+                "preserve_human": {"mode": "all", "max_tokens": 20_000},
+            },
+            "offload": {"root": str(tmp_path), "human_token_limit": 10**6},
+        }
+    )
+    agent = foldwise.create_agent(config, model=model, checkpointer=InMemorySaver())
+    pastes = [f"document {i}:\n" + f"clause {i}.7 of the supply contract. " * 420 for i in range(6)]
+    for paste in pastes:
+        agent.invoke({"messages": [HumanMessage(paste)]}, THREAD)
+    state = agent.get_state(THREAD).values
+    humans = [m for m in state["messages"] if isinstance(m, HumanMessage)]
+    assert len(humans) == 6  # every user message is still there, verbatim or as a reference
+    stored = [m for m in humans if m.additional_kwargs.get(OFFLOAD_FLAG)]
+    assert stored and str(humans[-1].content) == pastes[-1]
+    assert {r["artifact_id"] for r in state["offloads"]} >= {
+        m.additional_kwargs[OFFLOAD_FLAG]["artifact_id"] for m in stored
+    }

@@ -11,8 +11,8 @@ from foldwise.compaction import build_summary_prompt
 from foldwise.compaction._summarize import generate_summary
 from foldwise.config import BUILTIN_EXTRACTIVE
 from foldwise.durable import inject_durable_context, render_sections
+from foldwise.durable._condense import condense_summary
 from foldwise.summarizers import ExtractiveSummarizer
-from foldwise.summarizers._condense import condense_summary
 from foldwise.testing import ScriptedChatModel
 from foldwise.tokens import estimate_tokens
 from tests._factories import LenCounter, ai, human

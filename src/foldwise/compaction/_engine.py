@@ -13,7 +13,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from foldwise._lru import LRUDict
-from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._steps import Steps, run_async, run_sync
 from foldwise.compaction._planner import (
     CompactionDecision,
     CompactionPlan,
@@ -27,9 +27,8 @@ from foldwise.compaction._summarize import (
     ModelResolver,
     PromptFor,
     SummaryResult,
-    agenerate_summary,
     candidate_names,
-    generate_summary,
+    summary_steps,
 )
 from foldwise.config import BUILTIN_EXTRACTIVE
 from foldwise.errors import SummaryGenerationError
@@ -208,6 +207,7 @@ class Compactor:
                 trim_tokens=trim,
                 counter=self.counter,
                 template=policy.summary_prompt,
+                target_tokens=policy.summary_max_tokens,
             )
             return prompt or ""
 
@@ -226,6 +226,13 @@ class Compactor:
         replaced = sum(self.counter.count_message(m) for m in plan.to_summarize)
         if summary_text:
             replaced += self.counter.count_text(summary_text)
+        if self.offloader is not None and plan.human_overflow_ids:
+            # The compaction also frees the user input it stores verbatim: a summary of a small
+            # span is still worth it when it goes with that.
+            overflow = set(plan.human_overflow_ids)
+            replaced += sum(
+                self.counter.count_message(m) for m in plan.preserved if str(m.id) in overflow
+            )
         return prompt_for, replaced
 
     def _record(self, thread_id: str | None, ok: bool) -> None:
@@ -342,9 +349,13 @@ class Compactor:
                     "offloading user message %s failed (thread %s)", message.id, thread_id
                 )
                 continue
-            if stored is not None:
-                preserved[index], ref = stored
-                refs.append(ref)
+            if stored is None:
+                continue
+            replacement, ref = stored
+            if self.counter.count_message(replacement) >= self.counter.count_message(message):
+                continue  # its preview would not be smaller: keep it whole (the copy is inert)
+            preserved[index] = replacement
+            refs.append(ref)
         return preserved, refs
 
     def _begin(
@@ -386,16 +397,16 @@ class Compactor:
         if isinstance(job, CompactionOutcome):
             return job
         thread_id = options.get("thread_id")
+        policy = options.get("policy") or self.policy
         try:
-            result: SummaryResult = yield Io.of(
-                generate_summary,
-                agenerate_summary,
+            result = yield from summary_steps(
                 job.prompt,
                 job.names,
                 self.resolve,
                 input_tokens=job.replaced,
                 count=self.counter.count_text,
                 timeout=self.timeout_seconds,
+                target_tokens=policy.summary_max_tokens,
             )
         except SummaryGenerationError as err:
             self._record(thread_id, ok=False)

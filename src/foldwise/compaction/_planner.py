@@ -21,6 +21,7 @@ from foldwise.compaction._cuts import (
 )
 from foldwise.compaction._policy import CompactionPolicy
 from foldwise.compaction._split import Split, human_overflow, oversized_results, split_at
+from foldwise.durable import summary_for_context
 from foldwise.messages import ToolPairing, analyze_tool_pairing, validate_messages
 
 if TYPE_CHECKING:
@@ -153,7 +154,8 @@ def _measure(
     static_tokens: int,
 ) -> _Call:
     """Count the whole request with the (incremental) counter: the only per-call O(new) step."""
-    summary_tokens = counter.count_text(summary_text) if summary_text else 0
+    # What is rendered is what is counted (an over-long legacy summary is capped the same way).
+    summary_tokens = counter.count_text(summary_for_context(summary_text)) if summary_text else 0
     try:
         request = counter.count_request(messages, static_tokens=static_tokens + summary_tokens)
     except Exception:
@@ -297,7 +299,16 @@ def _plan(call: _Call, trigger: _Trigger) -> CompactionDecision:
         preserved=tuple(messages[i] for i in split.kept),
         summary_input=tuple(messages[:cut]),
         rescued_ids=tuple(str(messages[i].id) for i in split.rescued),
-        human_overflow_ids=human_overflow(messages, split, counts, policy, latest_user),
+        human_overflow_ids=human_overflow(
+            messages,
+            split,
+            counts,
+            policy,
+            latest_user,
+            excess=kept_tokens + call.static_tokens + policy.summary_max_tokens - budget
+            if budget is not None
+            else 0,
+        ),
         trigger=trigger.kind,
         reason=trigger.reason,
         metric=trigger.metric,

@@ -69,16 +69,24 @@ def human_overflow(
     counts: Counts,
     policy: CompactionPolicy,
     latest_user: int | None,
+    *,
+    excess: int = 0,
 ) -> tuple[str, ...]:
-    """Ids of the oldest rescued user messages beyond `preserve_human.max_tokens`."""
+    """Ids of the oldest rescued user messages to store verbatim instead of keeping in view.
+
+    Those beyond `preserve_human.max_tokens`, and more while the kept part still exceeds the
+    request budget by `excess` tokens (older user input is stored and previewed rather than
+    sent whole into a request the provider would refuse). The current request never is.
+    """
     if policy.preserve_human != "all":
         return ()
     human = [i for i in split.rescued if i != latest_user and is_real_user_message(messages[i])]
     human_tokens = sum(counts[i] for i in human)
     overflow: list[str] = []
     for index in human:
-        if human_tokens <= policy.preserve_human_max_tokens:
+        if human_tokens <= policy.preserve_human_max_tokens and excess <= 0:
             break
+        excess -= counts[index]
         overflow.append(str(messages[index].id))
         human_tokens -= counts[index]
     return tuple(overflow)

@@ -27,8 +27,8 @@ from foldwise._steps import Io, Steps, run_async, run_sync
 from foldwise.compaction._prompt import build_condense_prompt
 from foldwise.compaction._receipt import SummaryAttempt
 from foldwise.config import BUILTIN_EXTRACTIVE
+from foldwise.durable import condense_summary
 from foldwise.errors import SummaryGenerationError
-from foldwise.summarizers._condense import condense_summary
 
 __all__ = [
     "MAX_TIMED_CALLS",

@@ -7,6 +7,7 @@ from foldwise.durable._channels import (
     render_offloads,
     render_sections,
 )
+from foldwise.durable._condense import condense_summary
 from foldwise.durable._delegations import (
     MAX_DELEGATIONS,
     TERMINAL_STATUSES,
@@ -45,6 +46,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "DurableChannel",
     "bound_text",
+    "condense_summary",
     "escape_data",
     "escape_value",
     "extract_delegations",

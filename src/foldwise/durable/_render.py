@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from foldwise.durable._condense import condense_summary
 from foldwise.messages import DURABLE_DATA_FLAG, HIDE_FROM_UI_FLAG
-from foldwise.summarizers._condense import condense_summary
 
 __all__ = [
     "AUTHORITY_CONTRACT",

@@ -39,6 +39,7 @@ from foldwise.durable import (
     inject_durable_context,
     is_durable_data_message,
     render_sections,
+    summary_for_context,
 )
 from foldwise.errors import CompactionDisabledError
 from foldwise.messages import ensure_message_ids
@@ -385,7 +386,8 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         key = resolve_thread_id(request.runtime)
         static, conversation, lead = self._measure(request)
         summary = _summary_of(request.state)
-        planner_static = static - (self.counter.count_text(summary) if summary else 0)
+        rendered = summary_for_context(summary) if summary else ""
+        planner_static = static - (self.counter.count_text(rendered) if rendered else 0)
         with self._lock:
             self._static[key] = max(0, planner_static)
         total = static + conversation
