@@ -8,16 +8,16 @@ compacts, and stores the receipt with a transcript marker in one transaction.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 
 from foldwise._manual import acompact_thread_outcome
 from foldwise.compaction import CompactionOutcome
 from foldwise.errors import CompactionDisabledError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._deps import GatewayDep, ThreadIdDep, require_thread
-from foldwise.gateway._schemas import CompactRequest
+from foldwise.gateway._schemas import CompactRequest, OffsetQuery, PageQuery
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway.storage import RunStatus
 
@@ -152,8 +152,8 @@ async def compact_thread(
 async def list_compactions(
     gateway: GatewayDep,
     thread_id: ThreadIdDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: PageQuery = 100,
+    offset: OffsetQuery = 0,
 ) -> Response:
     """The thread's compaction receipts, oldest first (automatic and manual)."""
     await require_thread(gateway, thread_id)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 
 from foldwise.errors import ThreadNotFoundError
@@ -23,7 +23,7 @@ from foldwise.gateway._deps import Gateway, GatewayDep, ThreadIdDep, require_thr
 from foldwise.gateway._errors import RequestFieldError, RunNotFoundError
 from foldwise.gateway._manager import ActiveRun, RunSpec
 from foldwise.gateway._messages import check_values, parse_input_messages
-from foldwise.gateway._schemas import RunCreate
+from foldwise.gateway._schemas import OffsetQuery, PageQuery, RunCreate
 from foldwise.gateway._serde import JSONResponse, sse_frame
 from foldwise.gateway.storage import RunRecord, ThreadExistsError, validate_run_id
 
@@ -151,8 +151,8 @@ def _run_json(record: RunRecord) -> dict[str, Any]:
 async def list_runs(
     gateway: GatewayDep,
     thread_id: ThreadIdDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: PageQuery = 10,
+    offset: OffsetQuery = 0,
 ) -> Response:
     """The thread's runs and manual compactions, newest first."""
     await require_thread(gateway, thread_id)
