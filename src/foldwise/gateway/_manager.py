@@ -34,7 +34,11 @@ from foldwise.gateway._errors import (
 )
 from foldwise.gateway._leases import ThreadLeases
 from foldwise.gateway._messages import check_tool_results, interrupted_results
-from foldwise.gateway._serde import jsonable
+from foldwise.gateway._stream import (
+    DEFAULT_STREAM_BUFFER_BYTES,
+    DEFAULT_STREAM_BUFFER_EVENTS,
+    EventBuffer,
+)
 from foldwise.gateway.storage import GatewayStorage, RunStatus
 from foldwise.messages import analyze_tool_pairing, is_hidden
 
@@ -76,13 +80,13 @@ class RunSpec:
 
 @dataclass(eq=False)
 class ActiveRun:
-    """A run in flight: its task, its event queue (when streamed) and its outcome."""
+    """A run in flight: its task, its event buffer (when streamed) and its outcome."""
 
     run_id: str
     spec: RunSpec
     recorder: TranscriptRecorder
     inputs: list[BaseMessage]
-    queue: asyncio.Queue[tuple[str, Any] | None] | None = None
+    queue: EventBuffer | None = None
     task: asyncio.Task[None] | None = None
     status: RunStatus = "running"
     error: BaseException | None = None
@@ -94,10 +98,14 @@ class ActiveRun:
         """The run's thread."""
         return self.spec.thread_id
 
-    def publish(self, event: str, data: Any) -> None:
-        """Queue an event for the streaming client (no-op when nobody listens)."""
+    def publish(self, event: str, data: Any, *, closing: bool = False) -> None:
+        """Queue an event for the streaming client (no-op when nobody listens).
+
+        The buffer is bounded: a client too far behind gets an `error` event and its stream
+        ends, while the run goes on (see `EventBuffer`).
+        """
         if self.queue is not None:
-            self.queue.put_nowait((event, jsonable(data)))
+            self.queue.put(event, data, closing=closing)
 
     def detach(self) -> None:
         """The client went away: stop queueing events."""
@@ -153,11 +161,21 @@ class RunManager:
     Args:
         storage: The gateway storage.
         leases: Thread leases on that storage.
+        stream_buffer_events: Frames a streaming client may fall behind by.
+        stream_buffer_bytes: Bytes of frames a streaming client may fall behind by.
     """
 
-    def __init__(self, storage: GatewayStorage, leases: ThreadLeases) -> None:
+    def __init__(
+        self,
+        storage: GatewayStorage,
+        leases: ThreadLeases,
+        *,
+        stream_buffer_events: int = DEFAULT_STREAM_BUFFER_EVENTS,
+        stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES,
+    ) -> None:
         self.storage = storage
         self.leases = leases
+        self.stream_limits = {"max_events": stream_buffer_events, "max_bytes": stream_buffer_bytes}
         self._active: dict[str, ActiveRun] = {}
         self._closing = False
 
@@ -278,7 +296,8 @@ class RunManager:
         except BaseException:
             await self.leases.release(thread_id, run_id)
             raise
-        run = ActiveRun(run_id, spec, recorder, inputs, queue=asyncio.Queue() if stream else None)
+        buffer = EventBuffer(run_id, thread_id, **self.stream_limits) if stream else None
+        run = ActiveRun(run_id, spec, recorder, inputs, queue=buffer)
         self._active[run_id] = run
         run.task = asyncio.create_task(self._execute(run, config), name=f"foldwise-run-{run_id}")
         return run
@@ -364,10 +383,11 @@ class RunManager:
             await self.leases.release(run.thread_id, run.run_id)
             self._active.pop(run.run_id, None)
             if error is not None:
-                run.publish("error", {"error": type(error).__name__, "message": str(error)})
-            run.publish("end", {"run_id": run.run_id, "status": status})
+                error_data = {"error": type(error).__name__, "message": str(error)}
+                run.publish("error", error_data, closing=True)
+            run.publish("end", {"run_id": run.run_id, "status": status}, closing=True)
             if run.queue is not None:
-                run.queue.put_nowait(None)
+                run.queue.close()
 
     # -- shutdown ------------------------------------------------------------------------------
 
