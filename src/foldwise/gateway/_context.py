@@ -21,7 +21,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from foldwise.compaction import decide_compaction
+from foldwise.compaction import CompactionPolicy, decide_compaction
 from foldwise.durable import inject_durable_context, render_sections
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._deps import GatewayDep, ThreadIdDep, require_thread
@@ -81,27 +81,7 @@ def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, 
     if middleware is None:
         return report
     policy = middleware.policy
-    window = policy.context_window
-    report.update(
-        {
-            "window": window,
-            "budget_limit": policy.budget_limit,
-            "reserved_output_tokens": policy.reserved_output_tokens,
-            "fraction_of_window": round(request.total / window, 4) if window else None,
-            "triggers": [
-                {
-                    "type": t.kind,
-                    "value": t.source.value,
-                    "limit": t.limit,
-                    "description": t.describe(),
-                }
-                for t in policy.triggers
-            ],
-            "dropped_triggers": [c.model_dump() for c in policy.dropped_clauses],
-            "keep": policy.keep.model_dump(),
-            "min_gain_tokens": policy.min_gain_tokens,
-        }
-    )
+    report.update(_policy_report(policy, request.total))
     if middleware.enabled:
         # The summary is counted by the planner itself; the durable block minus it is static.
         decision = decide_compaction(
@@ -121,6 +101,29 @@ def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, 
             "tokens": decision.tokens_before,
         }
     return report
+
+
+def _policy_report(policy: CompactionPolicy, total: int) -> dict[str, Any]:
+    """The window, budget, thresholds and retention the next call is judged by."""
+    window = policy.context_window
+    return {
+        "window": window,
+        "budget_limit": policy.budget_limit,
+        "reserved_output_tokens": policy.reserved_output_tokens,
+        "fraction_of_window": round(total / window, 4) if window else None,
+        "triggers": [
+            {
+                "type": t.kind,
+                "value": t.source.value,
+                "limit": t.limit,
+                "description": t.describe(),
+            }
+            for t in policy.triggers
+        ],
+        "dropped_triggers": [c.model_dump() for c in policy.dropped_clauses],
+        "keep": policy.keep.model_dump(),
+        "min_gain_tokens": policy.min_gain_tokens,
+    }
 
 
 @router.get("/threads/{thread_id}/context")

@@ -32,6 +32,7 @@ from foldwise.gateway._errors import (
     RunFailedError,
     RunInterruptedError,
 )
+from foldwise.gateway._faults import pause_after_checkpoint
 from foldwise.gateway._leases import ThreadLeases
 from foldwise.gateway._messages import check_tool_results, interrupted_results
 from foldwise.gateway._stream import (
@@ -194,9 +195,32 @@ class RunManager:
                     record.run_id, "interrupted", "the worker running it stopped (lease expired)"
                 )
 
+    async def reconcile_transcript(self, thread_id: str, graph: Any) -> int:
+        """Record what a crash left in the thread state only (call holding the thread's lease).
+
+        `exclusive(..., graph=)` calls it before a compaction removes messages from the state;
+        a run does the same in `start`. Returns how many messages and receipts were missing.
+        """
+        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        recorder = TranscriptRecorder(self.storage, thread_id, None)
+        return await recorder.reconcile(snapshot.values or {})
+
+    async def record_receipt(
+        self, thread_id: str, operation_id: str, receipt: Mapping[str, Any], graph: Any
+    ) -> None:
+        """Store a manual compaction's receipt and marker (its checkpoint is committed)."""
+        recorder = TranscriptRecorder(self.storage, thread_id, operation_id)
+        await pause_after_checkpoint(graph, recorder, {"compactions": [receipt]})  # tests only
+        await recorder.receipt(receipt)
+
     @asynccontextmanager
-    async def exclusive(self, thread_id: str, kind: str) -> AsyncIterator[str]:
+    async def exclusive(
+        self, thread_id: str, kind: str, *, graph: Any = None
+    ) -> AsyncIterator[str]:
         """Hold the thread's lease for an operation; yields its id (also its run id).
+
+        With `graph` (a compaction, which removes messages from the state), what a crash left
+        in the state only is first recorded in the transcript (`reconcile_transcript`).
 
         Raises:
             BusyError: A run or another operation holds the thread (409).
@@ -208,6 +232,8 @@ class RunManager:
         await self.leases.acquire(thread_id, operation_id, kind)
         try:
             await self._reconcile(thread_id)
+            if graph is not None:
+                await self.reconcile_transcript(thread_id, graph)
             yield operation_id
         finally:
             await self.leases.release(thread_id, operation_id)
@@ -292,7 +318,9 @@ class RunManager:
                 status="busy",
                 metadata={"assistant_id": spec.assistant_id, "graph_id": spec.assistant_id},
             )
-            await recorder.messages(inputs)
+            # The tables, not the state, say what is recorded: a crash after a checkpoint commit
+            # left its messages and receipts unrecorded; they go first, then the inputs.
+            await recorder.reconcile(values, inputs)
         except BaseException:
             await self.leases.release(thread_id, run_id)
             raise
@@ -326,6 +354,7 @@ class RunManager:
             stream = spec.hosted.graph.astream({"messages": run.inputs}, config, **kwargs)
             async for mode, chunk in stream:
                 if mode == "values":
+                    await pause_after_checkpoint(spec.hosted.graph, run.recorder, chunk)  # tests
                     await run.recorder.values(chunk)
                     run.final_values = chunk
                     if "values" in requested:
