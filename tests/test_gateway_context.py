@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
+from foldwise.compaction import decide_compaction
 from foldwise.durable import inject_durable_context, render_sections
+from foldwise.gateway import HostedAgent
 from foldwise.testing import ScriptedChatModel
 from foldwise.tokens import get_counter
 from tests.support.gateway import (
@@ -142,3 +146,65 @@ async def test_context_predicts_the_next_compaction(tmp_path: Path) -> None:
         assert second["next_call"]["compacts"] is True
         assert second["next_call"]["trigger"] == "messages"
         assert (await c.get("/threads/p/context", params={"model_name": "nope"})).status_code == 422
+
+
+class ProbeAgent(HostedAgent):
+    """Records the thread that reads the agent's tools (`context_report` does, while planning)."""
+
+    def bound_tools(self) -> list[Any]:
+        PROBE.append(threading.get_ident())
+        return super().bound_tools()
+
+
+PROBE: list[int] = []
+
+
+def _probe_factory(model: ScriptedChatModel) -> Any:
+    inner = scripted_factory(model)
+
+    def factory(request: Any) -> HostedAgent:
+        hosted = inner(request)
+        return ProbeAgent(hosted.graph, system_prompt=hosted.system_prompt)
+
+    return factory
+
+
+async def test_context_is_read_only_and_measures_off_the_event_loop(tmp_path: Path) -> None:
+    config = gateway_config(
+        tmp_path, {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
+    )
+    model = ScriptedChatModel(default="an answer", usage=True)
+    async with open_gateway(config, _probe_factory(model)) as (c, app):
+        hosted = app.state.gateway.agents.get()
+        counter = hosted.summarization.counter
+        states = {}
+        for thread in ("seen", "unseen"):  # twins: same contents, different ids
+            await c.post("/threads", json={"thread_id": thread})
+            r = await c.post(
+                f"/threads/{thread}/runs/wait", json={"assistant_id": "agent", "input": user("q")}
+            )
+            assert r.status_code == 200, r.text
+            snapshot = await hosted.graph.aget_state({"configurable": {"thread_id": thread}})
+            states[thread] = snapshot.values["messages"]
+        assert [m.type for m in states["seen"]] == ["human", "ai"]
+        assert states["seen"][-1].usage_metadata["input_tokens"] > 0
+
+        PROBE.clear()
+        loop_thread = threading.get_ident()
+        report = (await c.get("/threads/seen/context")).json()
+        assert report["tokens"]["anchored"] is True
+        # The measurement and the planning ran in a worker thread, not on the event loop.
+        assert PROBE and loop_thread not in PROBE
+
+        # What a later compaction decision sees does not depend on whether /context looked at
+        # the thread: the usage anchor of "seen" was not registered with its current prefix, so
+        # a later history where the messages before it changed is judged like its twin's.
+        policy = hosted.summarization.policy
+        decisions = {
+            name: decide_compaction(
+                [HumanMessage("edited", id=f"new-{name}"), msgs[-1]], policy=policy, counter=counter
+            )
+            for name, msgs in states.items()
+        }
+        assert decisions["seen"].tokens_before == decisions["unseen"].tokens_before
+        assert decisions["seen"].detail == decisions["unseen"].detail

@@ -24,6 +24,7 @@ from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
 from foldwise.gateway._limits import BodyLimitMiddleware
 from foldwise.gateway._manager import RunManager
 from foldwise.gateway._serde import JSONResponse
+from foldwise.gateway._stream import DEFAULT_STREAM_BUFFER_BYTES, DEFAULT_STREAM_BUFFER_EVENTS
 from foldwise.gateway.storage import open_storage
 
 __all__ = ["DEFAULT_SHUTDOWN_GRACE", "app_from_env", "create_app"]
@@ -40,6 +41,8 @@ def create_app(
     agent_factory: AgentFactory | None = None,
     lease_ttl_seconds: float = DEFAULT_LEASE_TTL,
     shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE,
+    stream_buffer_events: int = DEFAULT_STREAM_BUFFER_EVENTS,
+    stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES,
 ) -> FastAPI:
     """Build the gateway's FastAPI application.
 
@@ -50,6 +53,9 @@ def create_app(
             graph must use the request's checkpointer.
         lease_ttl_seconds: How long a thread lease lasts without renewal (renewed every third).
         shutdown_grace_seconds: How long runs may finish on shutdown before being cancelled.
+        stream_buffer_events: Frames an SSE client may fall behind by before its stream is
+            ended with an `error` event (the run goes on).
+        stream_buffer_bytes: Bytes of frames an SSE client may fall behind by, likewise.
 
     Returns:
         The application; run it with uvicorn (`foldwise serve` does).
@@ -64,7 +70,12 @@ def create_app(
                 agents = AgentRegistry(config, checkpointer, agent_factory)
                 agents.get()  # fail at start-up on a broken model or tool configuration
                 leases = ThreadLeases(storage, ttl=lease_ttl_seconds)
-                runs = RunManager(storage, leases)
+                runs = RunManager(
+                    storage,
+                    leases,
+                    stream_buffer_events=stream_buffer_events,
+                    stream_buffer_bytes=stream_buffer_bytes,
+                )
                 app.state.gateway = Gateway(config, storage, checkpointer, agents, leases, runs)
                 logger.info(
                     "foldwise gateway ready (storage: %s, assistants: %s)",

@@ -8,12 +8,13 @@ never recorded. Pages go forward: pass the last `seq` you saw as `after_seq`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 
 from foldwise.gateway._deps import GatewayDep, ThreadIdDep, require_thread
 from foldwise.gateway._messages import message_from_record
+from foldwise.gateway._schemas import AfterSeqQuery, PageQuery
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway.storage import TranscriptEntry
 
@@ -44,8 +45,8 @@ def _entry_json(entry: TranscriptEntry) -> dict[str, Any]:
 async def get_transcript(
     gateway: GatewayDep,
     thread_id: ThreadIdDep,
-    after_seq: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after_seq: AfterSeqQuery = 0,
+    limit: PageQuery = 100,
 ) -> Response:
     """Transcript entries with `seq > after_seq`, oldest first, at most `limit`.
 

@@ -5,19 +5,31 @@ from reading a checkpoint afterwards: a message appended here stays, whatever a 
 compaction removes from the thread state. Each message is stored once (by id); compaction
 receipts go to the receipts table together with a marker event in the transcript, in one
 transaction, in the order they happened relative to the messages.
+
+The checkpoint and these tables are written in separate transactions, so a process killed
+between the two leaves a message or a receipt in the thread state only. `reconcile` repairs
+that when the next run or compaction of the thread starts: it compares the state with the
+transcript and receipts tables (never with what the state says was seen) and writes what is
+missing, receipts (with their markers) first, then messages in state order, before anything of
+the new run. Recovered entries carry the run id of the receipt when it names one, else none.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
 from foldwise.gateway._messages import message_record, visible
-from foldwise.gateway.storage import GatewayStorage, TranscriptEvent
+from foldwise.gateway.storage import GatewayStorage, TranscriptEvent, validate_run_id
 
 __all__ = ["TranscriptRecorder", "compaction_marker"]
+
+logger = logging.getLogger(__name__)
+
+_RECEIPT_PAGE = 1000
 
 
 def compaction_marker(receipt: Mapping[str, Any], run_id: str | None) -> TranscriptEvent:
@@ -90,17 +102,25 @@ class TranscriptRecorder:
             known_receipts=(str(r.get("id")) for r in receipts if isinstance(r, Mapping)),
         )
 
+    def _fresh(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        return [m for m in messages if m.id is not None and str(m.id) not in self.known_messages]
+
+    @staticmethod
+    def _events(messages: Sequence[BaseMessage], run_id: str | None) -> list[TranscriptEvent]:
+        return [
+            TranscriptEvent(
+                kind="message", message=message_record(m), run_id=run_id, message_id=str(m.id)
+            )
+            for m in visible(messages)
+            if m.id is not None
+        ]
+
     async def messages(self, messages: Sequence[BaseMessage]) -> int:
         """Append the visible messages not seen yet; return how many were new."""
-        fresh = [m for m in messages if m.id is not None and str(m.id) not in self.known_messages]
+        fresh = self._fresh(messages)
         if not fresh:
             return 0
-        events = [
-            TranscriptEvent(
-                kind="message", message=message_record(m), run_id=self.run_id, message_id=str(m.id)
-            )
-            for m in visible(fresh)
-        ]
+        events = self._events(fresh, self.run_id)
         if events:
             await self.storage.append_transcript(self.thread_id, events)
         self.known_messages.update(str(m.id) for m in fresh)
@@ -111,14 +131,67 @@ class TranscriptRecorder:
         receipt_id = receipt.get("id")
         if not isinstance(receipt_id, str) or receipt_id in self.known_receipts:
             return False
-        await self.storage.add_receipt(
-            self.thread_id,
-            dict(receipt),
-            run_id=self.run_id,
-            marker=compaction_marker(receipt, self.run_id),
-        )
-        self.known_receipts.add(receipt_id)
+        await self._store_receipt(receipt, self.run_id)
         return True
+
+    async def _store_receipt(self, receipt: Mapping[str, Any], run_id: str | None) -> None:
+        await self.storage.add_receipt(
+            self.thread_id, dict(receipt), run_id=run_id, marker=compaction_marker(receipt, run_id)
+        )
+        self.known_receipts.add(str(receipt.get("id")))
+
+    async def _stored_receipt_ids(self) -> set[str]:
+        ids: set[str] = set()
+        offset = 0
+        while True:
+            page = await self.storage.list_receipts(
+                self.thread_id, limit=_RECEIPT_PAGE, offset=offset
+            )
+            ids.update(str(r.receipt.get("id")) for r in page)
+            if len(page) < _RECEIPT_PAGE:
+                return ids
+            offset += len(page)
+
+    async def reconcile(self, values: Mapping[str, Any], inputs: Sequence[BaseMessage] = ()) -> int:
+        """Write what the state holds and the tables lack, then `inputs`; return how many.
+
+        Receipts of `values["compactions"]` missing from the receipts table are stored with
+        their markers (the storage skips a receipt id it has); then the visible messages of
+        `values` missing from the transcript and the new `inputs` are appended in one
+        transaction (the storage skips message ids it has), state messages first.
+
+        Args:
+            values: The thread state at the start of a run or compaction.
+            inputs: The new run's input messages, recorded under the recorder's run.
+
+        Returns:
+            How many receipts and messages of `values` were missing (0 without a crash).
+        """
+        receipts = [r for r in values.get("compactions") or [] if isinstance(r, Mapping)]
+        recovered = 0
+        if receipts:
+            stored = await self._stored_receipt_ids()
+            for receipt in receipts:
+                if isinstance(receipt.get("id"), str) and receipt["id"] not in stored:
+                    await self._store_receipt(receipt, _run_id_or_none(receipt.get("run_id")))
+                    recovered += 1
+        state = [m for m in values.get("messages") or [] if isinstance(m, BaseMessage)]
+        ids = {str(m.id) for m in state if m.id is not None}
+        events = self._events(state, None) + self._events(self._fresh(inputs), self.run_id)
+        if events:
+            written = await self.storage.append_transcript(self.thread_id, events)
+            recovered += sum(1 for e in written if e.message_id in ids)
+        self.known_messages.update(ids)
+        self.known_messages.update(str(m.id) for m in inputs if m.id is not None)
+        self.known_receipts.update(str(r.get("id")) for r in receipts)
+        if recovered:
+            logger.warning(
+                "thread %s: recorded %d message(s)/receipt(s) a crash had kept out of the "
+                "transcript",
+                self.thread_id,
+                recovered,
+            )
+        return recovered
 
     async def values(self, values: Mapping[str, Any]) -> None:
         """Record a streamed state: new receipts first (they happened before), then messages."""
@@ -127,3 +200,13 @@ class TranscriptRecorder:
                 await self.receipt(receipt)
         messages = values.get("messages") or []
         await self.messages([m for m in messages if isinstance(m, BaseMessage)])
+
+
+def _run_id_or_none(value: Any) -> str | None:
+    """`value` if it is a valid run id (a receipt's `run_id`), else `None`."""
+    if value is None:
+        return None
+    try:
+        return validate_run_id(value)
+    except ValueError:
+        return None

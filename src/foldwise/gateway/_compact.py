@@ -8,16 +8,15 @@ compacts, and stores the receipt with a transcript marker in one transaction.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 
 from foldwise._manual import acompact_thread_outcome
 from foldwise.compaction import CompactionOutcome
 from foldwise.errors import CompactionDisabledError, ThreadBusyError, ThreadNotFoundError
-from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._deps import GatewayDep, ThreadIdDep, require_thread
-from foldwise.gateway._schemas import CompactRequest
+from foldwise.gateway._schemas import CompactRequest, OffsetQuery, PageQuery
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway.storage import RunStatus
 
@@ -86,7 +85,7 @@ async def compact_thread(
         )
     config = {"configurable": {"thread_id": thread_id}}
     storage = gateway.storage
-    async with gateway.runs.exclusive(thread_id, "compact") as operation_id:
+    async with gateway.runs.exclusive(thread_id, "compact", graph=hosted.graph) as operation_id:
         assistant = body.assistant_id or str(record.metadata.get("assistant_id") or "agent")
         await storage.create_run(
             thread_id,
@@ -129,7 +128,7 @@ async def compact_thread(
             if outcome is not None and outcome.receipt is not None:
                 receipt = outcome.receipt.to_dict()
                 receipt["run_id"] = receipt.get("run_id") or operation_id
-                await TranscriptRecorder(storage, thread_id, operation_id).receipt(receipt)
+                await gateway.runs.record_receipt(thread_id, operation_id, receipt, hosted.graph)
             status = "success"
         except asyncio.CancelledError:
             status, error_text = "interrupted", "cancelled"
@@ -152,8 +151,8 @@ async def compact_thread(
 async def list_compactions(
     gateway: GatewayDep,
     thread_id: ThreadIdDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: PageQuery = 100,
+    offset: OffsetQuery = 0,
 ) -> Response:
     """The thread's compaction receipts, oldest first (automatic and manual)."""
     await require_thread(gateway, thread_id)

@@ -5,16 +5,23 @@ token counter: the system prompt, the tool schemas, the durable context block (a
 contract plus the escaped data message holding the summary, delegations, skills and artifact
 references, rendered by `foldwise.durable`), and the messages. The answer also gives the window,
 the budget ceiling, the resolved trigger thresholds and whether the next call would compact.
+
+The route is read-only: it measures with a fork of the agent's counter (`TokenCounter.fork`), so
+no usage anchor, cache entry or conversation snapshot it produces is seen by later runs, and
+the counting and planning (CPU work proportional to the thread) run in a worker thread, off the
+event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 from langchain_core.messages import BaseMessage, SystemMessage
 
+from foldwise.compaction import CompactionPolicy, decide_compaction
 from foldwise.durable import inject_durable_context, render_sections
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._deps import GatewayDep, ThreadIdDep, require_thread
@@ -27,9 +34,13 @@ router = APIRouter(tags=["context"])
 
 
 def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, Any]:
-    """Measure the next request of a thread whose state is `values`."""
+    """Measure the next request of a thread whose state is `values`.
+
+    Blocking (CPU-bound): call it from a worker thread in async code. It changes nothing that
+    other callers see: counting uses a fork of the agent's counter.
+    """
     middleware = hosted.summarization
-    counter = middleware.counter if middleware is not None else get_counter()
+    counter = (middleware.counter if middleware is not None else get_counter()).fork()
     messages: list[BaseMessage] = [
         m for m in values.get("messages") or [] if isinstance(m, BaseMessage)
     ]
@@ -70,31 +81,15 @@ def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, 
     if middleware is None:
         return report
     policy = middleware.policy
-    window = policy.context_window
-    report.update(
-        {
-            "window": window,
-            "budget_limit": policy.budget_limit,
-            "reserved_output_tokens": policy.reserved_output_tokens,
-            "fraction_of_window": round(request.total / window, 4) if window else None,
-            "triggers": [
-                {
-                    "type": t.kind,
-                    "value": t.source.value,
-                    "limit": t.limit,
-                    "description": t.describe(),
-                }
-                for t in policy.triggers
-            ],
-            "dropped_triggers": [c.model_dump() for c in policy.dropped_clauses],
-            "keep": policy.keep.model_dump(),
-            "min_gain_tokens": policy.min_gain_tokens,
-        }
-    )
+    report.update(_policy_report(policy, request.total))
     if middleware.enabled:
         # The summary is counted by the planner itself; the durable block minus it is static.
-        decision = middleware.compactor.decide(
-            messages, summary, static_tokens=max(0, static - summary_tokens)
+        decision = decide_compaction(
+            messages,
+            policy=policy,
+            summary_text=summary,
+            counter=counter,
+            static_tokens=max(0, static - summary_tokens),
         )
         plan = decision.plan
         report["next_call"] = {
@@ -108,6 +103,29 @@ def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, 
     return report
 
 
+def _policy_report(policy: CompactionPolicy, total: int) -> dict[str, Any]:
+    """The window, budget, thresholds and retention the next call is judged by."""
+    window = policy.context_window
+    return {
+        "window": window,
+        "budget_limit": policy.budget_limit,
+        "reserved_output_tokens": policy.reserved_output_tokens,
+        "fraction_of_window": round(total / window, 4) if window else None,
+        "triggers": [
+            {
+                "type": t.kind,
+                "value": t.source.value,
+                "limit": t.limit,
+                "description": t.describe(),
+            }
+            for t in policy.triggers
+        ],
+        "dropped_triggers": [c.model_dump() for c in policy.dropped_clauses],
+        "keep": policy.keep.model_dump(),
+        "min_gain_tokens": policy.min_gain_tokens,
+    }
+
+
 @router.get("/threads/{thread_id}/context")
 async def get_context(
     gateway: GatewayDep,
@@ -119,4 +137,5 @@ async def get_context(
     record = await require_thread(gateway, thread_id)
     hosted = gateway.agent_for(record, assistant_id=assistant_id, model_name=model_name)
     snapshot = await hosted.graph.aget_state({"configurable": {"thread_id": thread_id}})
-    return JSONResponse({"thread_id": thread_id, **context_report(hosted, snapshot.values or {})})
+    report = await asyncio.to_thread(context_report, hosted, snapshot.values or {})
+    return JSONResponse({"thread_id": thread_id, **report})

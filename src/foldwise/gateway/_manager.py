@@ -32,9 +32,14 @@ from foldwise.gateway._errors import (
     RunFailedError,
     RunInterruptedError,
 )
+from foldwise.gateway._faults import pause_after_checkpoint
 from foldwise.gateway._leases import ThreadLeases
 from foldwise.gateway._messages import check_tool_results, interrupted_results
-from foldwise.gateway._serde import jsonable
+from foldwise.gateway._stream import (
+    DEFAULT_STREAM_BUFFER_BYTES,
+    DEFAULT_STREAM_BUFFER_EVENTS,
+    EventBuffer,
+)
 from foldwise.gateway.storage import GatewayStorage, RunStatus
 from foldwise.messages import analyze_tool_pairing, is_hidden
 
@@ -76,13 +81,13 @@ class RunSpec:
 
 @dataclass(eq=False)
 class ActiveRun:
-    """A run in flight: its task, its event queue (when streamed) and its outcome."""
+    """A run in flight: its task, its event buffer (when streamed) and its outcome."""
 
     run_id: str
     spec: RunSpec
     recorder: TranscriptRecorder
     inputs: list[BaseMessage]
-    queue: asyncio.Queue[tuple[str, Any] | None] | None = None
+    queue: EventBuffer | None = None
     task: asyncio.Task[None] | None = None
     status: RunStatus = "running"
     error: BaseException | None = None
@@ -94,10 +99,14 @@ class ActiveRun:
         """The run's thread."""
         return self.spec.thread_id
 
-    def publish(self, event: str, data: Any) -> None:
-        """Queue an event for the streaming client (no-op when nobody listens)."""
+    def publish(self, event: str, data: Any, *, closing: bool = False) -> None:
+        """Queue an event for the streaming client (no-op when nobody listens).
+
+        The buffer is bounded: a client too far behind gets an `error` event and its stream
+        ends, while the run goes on (see `EventBuffer`).
+        """
         if self.queue is not None:
-            self.queue.put_nowait((event, jsonable(data)))
+            self.queue.put(event, data, closing=closing)
 
     def detach(self) -> None:
         """The client went away: stop queueing events."""
@@ -153,11 +162,21 @@ class RunManager:
     Args:
         storage: The gateway storage.
         leases: Thread leases on that storage.
+        stream_buffer_events: Frames a streaming client may fall behind by.
+        stream_buffer_bytes: Bytes of frames a streaming client may fall behind by.
     """
 
-    def __init__(self, storage: GatewayStorage, leases: ThreadLeases) -> None:
+    def __init__(
+        self,
+        storage: GatewayStorage,
+        leases: ThreadLeases,
+        *,
+        stream_buffer_events: int = DEFAULT_STREAM_BUFFER_EVENTS,
+        stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES,
+    ) -> None:
         self.storage = storage
         self.leases = leases
+        self.stream_limits = {"max_events": stream_buffer_events, "max_bytes": stream_buffer_bytes}
         self._active: dict[str, ActiveRun] = {}
         self._closing = False
 
@@ -176,9 +195,32 @@ class RunManager:
                     record.run_id, "interrupted", "the worker running it stopped (lease expired)"
                 )
 
+    async def reconcile_transcript(self, thread_id: str, graph: Any) -> int:
+        """Record what a crash left in the thread state only (call holding the thread's lease).
+
+        `exclusive(..., graph=)` calls it before a compaction removes messages from the state;
+        a run does the same in `start`. Returns how many messages and receipts were missing.
+        """
+        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        recorder = TranscriptRecorder(self.storage, thread_id, None)
+        return await recorder.reconcile(snapshot.values or {})
+
+    async def record_receipt(
+        self, thread_id: str, operation_id: str, receipt: Mapping[str, Any], graph: Any
+    ) -> None:
+        """Store a manual compaction's receipt and marker (its checkpoint is committed)."""
+        recorder = TranscriptRecorder(self.storage, thread_id, operation_id)
+        await pause_after_checkpoint(graph, recorder, {"compactions": [receipt]})  # tests only
+        await recorder.receipt(receipt)
+
     @asynccontextmanager
-    async def exclusive(self, thread_id: str, kind: str) -> AsyncIterator[str]:
+    async def exclusive(
+        self, thread_id: str, kind: str, *, graph: Any = None
+    ) -> AsyncIterator[str]:
         """Hold the thread's lease for an operation; yields its id (also its run id).
+
+        With `graph` (a compaction, which removes messages from the state), what a crash left
+        in the state only is first recorded in the transcript (`reconcile_transcript`).
 
         Raises:
             BusyError: A run or another operation holds the thread (409).
@@ -190,6 +232,8 @@ class RunManager:
         await self.leases.acquire(thread_id, operation_id, kind)
         try:
             await self._reconcile(thread_id)
+            if graph is not None:
+                await self.reconcile_transcript(thread_id, graph)
             yield operation_id
         finally:
             await self.leases.release(thread_id, operation_id)
@@ -274,11 +318,14 @@ class RunManager:
                 status="busy",
                 metadata={"assistant_id": spec.assistant_id, "graph_id": spec.assistant_id},
             )
-            await recorder.messages(inputs)
+            # The tables, not the state, say what is recorded: a crash after a checkpoint commit
+            # left its messages and receipts unrecorded; they go first, then the inputs.
+            await recorder.reconcile(values, inputs)
         except BaseException:
             await self.leases.release(thread_id, run_id)
             raise
-        run = ActiveRun(run_id, spec, recorder, inputs, queue=asyncio.Queue() if stream else None)
+        buffer = EventBuffer(run_id, thread_id, **self.stream_limits) if stream else None
+        run = ActiveRun(run_id, spec, recorder, inputs, queue=buffer)
         self._active[run_id] = run
         run.task = asyncio.create_task(self._execute(run, config), name=f"foldwise-run-{run_id}")
         return run
@@ -307,6 +354,7 @@ class RunManager:
             stream = spec.hosted.graph.astream({"messages": run.inputs}, config, **kwargs)
             async for mode, chunk in stream:
                 if mode == "values":
+                    await pause_after_checkpoint(spec.hosted.graph, run.recorder, chunk)  # tests
                     await run.recorder.values(chunk)
                     run.final_values = chunk
                     if "values" in requested:
@@ -364,10 +412,11 @@ class RunManager:
             await self.leases.release(run.thread_id, run.run_id)
             self._active.pop(run.run_id, None)
             if error is not None:
-                run.publish("error", {"error": type(error).__name__, "message": str(error)})
-            run.publish("end", {"run_id": run.run_id, "status": status})
+                error_data = {"error": type(error).__name__, "message": str(error)}
+                run.publish("error", error_data, closing=True)
+            run.publish("end", {"run_id": run.run_id, "status": status}, closing=True)
             if run.queue is not None:
-                run.queue.put_nowait(None)
+                run.queue.close()
 
     # -- shutdown ------------------------------------------------------------------------------
 

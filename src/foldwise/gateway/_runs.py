@@ -6,6 +6,14 @@ with the final state values; `/runs/stream` sends Server-Sent Events: `metadata`
 one event per chunk of each requested mode (`values`, `updates`, `messages` for
 `messages-tuple`, `custom`), `error` if the run failed, and `end`. The summarizer's tokens never
 appear: its calls are tagged `nostream`, and chunks tagged `foldwise:summarize` are dropped.
+
+Slow clients: the run never waits for its streaming client. Each stream buffers at most
+`stream_buffer_events` frames / `stream_buffer_bytes` bytes (`create_app` options; 4096 and
+32 MiB by default). A client that falls further behind (a `messages-tuple` stream read slowly,
+or not at all) gets its unread frames dropped and one `error` event, `StreamOverflowError`,
+that names the run; the stream ends there. The run goes on and finishes as usual: its status
+is at `GET /threads/{id}/runs/{run_id}` (also in the `Content-Location` header) and its result
+in `GET /threads/{id}/state`.
 """
 
 from __future__ import annotations
@@ -13,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 
 from foldwise.errors import ThreadNotFoundError
@@ -23,7 +31,7 @@ from foldwise.gateway._deps import Gateway, GatewayDep, ThreadIdDep, require_thr
 from foldwise.gateway._errors import RequestFieldError, RunNotFoundError
 from foldwise.gateway._manager import ActiveRun, RunSpec
 from foldwise.gateway._messages import check_values, parse_input_messages
-from foldwise.gateway._schemas import RunCreate
+from foldwise.gateway._schemas import OffsetQuery, PageQuery, RunCreate
 from foldwise.gateway._serde import JSONResponse, sse_frame
 from foldwise.gateway.storage import RunRecord, ThreadExistsError, validate_run_id
 
@@ -92,8 +100,8 @@ async def wait_run(gateway: GatewayDep, thread_id: ThreadIdDep, body: RunCreate)
 
 
 async def _events(run: ActiveRun, on_disconnect: str) -> AsyncIterator[bytes]:
-    queue = run.queue
-    assert queue is not None
+    buffer = run.queue
+    assert buffer is not None
     finished = False
     try:
         yield sse_frame(
@@ -101,14 +109,16 @@ async def _events(run: ActiveRun, on_disconnect: str) -> AsyncIterator[bytes]:
         )
         while True:
             try:
-                item = await asyncio.wait_for(queue.get(), SSE_HEARTBEAT_SECONDS)
+                frame = await asyncio.wait_for(buffer.get(), SSE_HEARTBEAT_SECONDS)
             except TimeoutError:
                 yield b": heartbeat\n\n"
                 continue
-            if item is None:
+            if frame is None:
+                # Ended by the run, or early because this client fell too far behind (an
+                # `error` event said so): either way the run is not this client's to cancel.
                 finished = True
                 return
-            yield sse_frame(*item)
+            yield frame
     finally:
         if not finished:
             run.detach()
@@ -151,8 +161,8 @@ def _run_json(record: RunRecord) -> dict[str, Any]:
 async def list_runs(
     gateway: GatewayDep,
     thread_id: ThreadIdDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: PageQuery = 10,
+    offset: OffsetQuery = 0,
 ) -> Response:
     """The thread's runs and manual compactions, newest first."""
     await require_thread(gateway, thread_id)

@@ -8,28 +8,68 @@ instead of being silently ignored. foldwise's own `/compact` body forbids unknow
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from foldwise.config import ContextSize
 from foldwise.gateway._errors import RequestFieldError
 
 __all__ = [
+    "MAX_OFFSET",
+    "MAX_PAGE",
     "SUPPORTED_STREAM_MODES",
+    "AfterSeqQuery",
     "CompactRequest",
     "HistoryRequest",
+    "OffsetQuery",
+    "PageQuery",
     "RunCreate",
     "ThreadCreate",
     "ThreadPatch",
     "ThreadSearch",
+    "check_filter_ints",
 ]
 
 SUPPORTED_STREAM_MODES = ("values", "updates", "messages-tuple", "custom")
 """Stream modes of `POST /threads/{id}/runs/stream`."""
 
+MAX_OFFSET = 2**63 - 1
+"""Largest `offset` / `after_seq`: what a SQL BIGINT (and a SQLite INTEGER) can hold.
+
+Every integer of a request is range-checked here, at the edge, so a value the database cannot
+bind is a 422 naming the field rather than a 500 (SQLite) or a 503 (PostgreSQL).
+"""
+MAX_PAGE = 1000
+"""Largest `limit` of a listing."""
+
+OffsetQuery = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
+"""`?offset=`: rows to skip, 0..2^63-1."""
+AfterSeqQuery = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
+"""`?after_seq=`: the last transcript `seq` seen, 0..2^63-1."""
+PageQuery = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+"""`?limit=`: page size, 1..1000."""
+
 _Json = dict[str, Any]
 _FILTER_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_INT64 = range(-(2**63), 2**63)
+
+
+def check_filter_ints(value: Any, field: str) -> None:
+    """Raise `RequestFieldError` for an integer of a filter that a database cannot bind.
+
+    The checkpointer binds metadata filter values as SQL parameters: past 64 bits SQLite
+    raises `OverflowError` (a 500) and PostgreSQL refuses the query.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+        raise RequestFieldError(field, "integers must lie within -2^63..2^63-1")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_filter_ints(item, f"{field}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_filter_ints(item, f"{field}[{index}]")
 
 
 class _LangGraphBody(BaseModel):
@@ -68,8 +108,8 @@ class ThreadSearch(_LangGraphBody):
     values: _Json | None = None
     ids: list[str] | None = Field(default=None, max_length=1000)
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    limit: int = Field(default=10, ge=1, le=MAX_PAGE)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     sort_by: Literal["created_at", "updated_at"] | None = None
     sort_order: Literal["desc"] | None = None
 
@@ -77,7 +117,7 @@ class ThreadSearch(_LangGraphBody):
 class HistoryRequest(_LangGraphBody):
     """`POST /threads/{id}/history`."""
 
-    limit: int = Field(default=10, ge=1, le=1000)
+    limit: int = Field(default=10, ge=1, le=MAX_PAGE)
     before: str | _Json | None = None
     metadata: _Json | None = None
     checkpoint: _Json | None = None

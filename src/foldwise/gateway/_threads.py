@@ -23,6 +23,7 @@ from foldwise.gateway._schemas import (
     ThreadCreate,
     ThreadPatch,
     ThreadSearch,
+    check_filter_ints,
     refuse_if_set,
 )
 from foldwise.gateway._serde import JSONResponse
@@ -163,6 +164,7 @@ async def get_history(
     if body.checkpoint and body.checkpoint.get("checkpoint_ns"):
         raise RequestFieldError("checkpoint.checkpoint_ns", "subgraph history is not supported")
     check_values(body.metadata, "metadata")
+    check_filter_ints(body.metadata, "metadata")
     record = await require_thread(gateway, thread_id)
     graph = gateway.agent_for(record).graph
     config = {"configurable": {"thread_id": thread_id}}

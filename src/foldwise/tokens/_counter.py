@@ -395,6 +395,25 @@ class TokenCounter:
             return False
         return True
 
+    # -- read-only measurements ---------------------------------------------------------------
+
+    def fork(self) -> TokenCounter:
+        """A private copy that knows what this counter learned and writes only to itself.
+
+        For measurements that must leave no trace (the gateway's `GET /context`): counting with
+        the copy registers no usage anchor, evicts no cache entry and replaces no conversation
+        snapshot of this counter, so what later callers count is the same whether or not the
+        copy was used. Costs one copy of the caches' dicts (not of their entries).
+        """
+        twin = TokenCounter(self.name, self._count_text)
+        with self._lock:
+            twin._cache = dict(self._cache)
+            twin._snapshots = dict(self._snapshots)
+            twin._anchors = dict(self._anchors)
+            twin._tool_schemas = dict(self._tool_schemas)
+            twin._tool_tokens = dict(self._tool_tokens)
+        return twin
+
     # -- tools ----------------------------------------------------------------------------------
 
     def count_tools(self, tools: Sequence[Any]) -> int:
