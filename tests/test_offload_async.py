@@ -217,7 +217,7 @@ async def test_agent_with_async_only_store_archives_and_offloads_input(tmp_path:
     config = _compaction_config(tmp_path / "unused", preserve_human={"max_tokens": 40})
     model = ScriptedChatModel(default="ok " * 50)
     agent = foldwise.create_agent(config, model=model, store=backend, checkpointer=InMemorySaver())
-    note = "note: the vault code is ZX-4471. " + "Background detail. " * 40
+    note = "note: the vault code is ZX-4471. " + "Background detail. " * 400
     await agent.ainvoke({"messages": [HumanMessage(note)]}, THREAD)
     for i in range(4):
         await agent.ainvoke({"messages": [HumanMessage(f"step {i}")]}, THREAD)
