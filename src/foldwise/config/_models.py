@@ -15,6 +15,8 @@ from pydantic import (
     model_validator,
 )
 
+from foldwise.config._checks import check_budget, check_keep_below_trigger, check_offload
+
 __all__ = [
     "BUILTIN_EXTRACTIVE",
     "DEFAULT_KEEP",
@@ -371,6 +373,9 @@ class FoldwiseConfig(_Strict):
                     f"summarization.{key}: {name!r} names no configured model "
                     f"(known: {', '.join(known)})"
                 )
+        check_budget(self)
+        check_keep_below_trigger(self)
+        check_offload(self)
         return self
 
     def model(self, name: str | None = None) -> ModelConfig | None:
