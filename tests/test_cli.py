@@ -280,7 +280,7 @@ def test_mask_url(url: str, masked: str) -> None:
 
 
 def test_check_never_prints_api_keys(tmp_path: Path) -> None:
-    path = write(tmp_path, "models: [{name: m, api_key: $KEY, context_window: 1000}]\n")
+    path = write(tmp_path, "models: [{name: m, api_key: $KEY, context_window: 100000}]\n")
     result = CliRunner(env={"KEY": "sk-very-secret"}).invoke(
         app, ["config", "check", str(path), "--json"]
     )

@@ -450,11 +450,15 @@ def test_known_tokenizers_are_accepted(tokenizer: str | None) -> None:
 
 def test_model_options_are_passed_through() -> None:
     config = parse_config(
-        {"models": [{"name": "m", "model": "gpt-4o-mini", "temperature": 0, "context_window": 9}]},
+        {
+            "models": [
+                {"name": "m", "model": "gpt-4o-mini", "temperature": 0, "context_window": 9000}
+            ]
+        },
         env={},
     )
     assert config.models[0].options == {"model": "gpt-4o-mini", "temperature": 0}
-    assert config.models[0].context_window == 9
+    assert config.models[0].context_window == 9000
 
 
 # --- DeerFlow's block, unchanged ----------------------------------------------------------------
@@ -750,3 +754,114 @@ def test_an_empty_section_means_the_defaults(tmp_path: Path) -> None:
     config = load_config(path)
     assert config.summarization.keep.value == 10
     assert config.offload.tool_token_limit == 5000
+
+
+# --- cross-section checks (issue 10, item 12) ---------------------------------------------------
+
+W = "models:\n  - {{name: m, context_window: {window}}}\n"
+
+# fmt: off
+CROSS_REJECTED: list[tuple[str, str, str, list[str]]] = [
+    # (case id, yaml, dotted key, fragments: the other key and what to do)
+    ("tool-limit-below-preview", "offload:\n  tool_token_limit: 500\n",
+     "offload.tool_token_limit", ["offload.preview_chars", "at least 4,501"]),
+    ("tool-limit-at-preview", "offload:\n  tool_token_limit: 4500\n",
+     "offload.tool_token_limit", ["offload.preview_chars = 4,000", "at least 4,501",
+                                  "offload.preview_chars to at most 3,999"]),
+    ("human-limit-below-preview", "offload:\n  human_token_limit: 1000\n  preview_chars: 900\n",
+     "offload.human_token_limit", ["offload.preview_chars = 900", "at least 1,401"]),
+    ("reserved-at-window", W.format(window=4096), "summarization.reserved_output_tokens",
+     ["models[0].context_window = 4,096", "below 4,096"]),
+    ("reserved-above-second-window",
+     "models:\n  - {name: a, context_window: 100000}\n  - {name: b, context_window: 2000}\n"
+     "summarization:\n  reserved_output_tokens: 3000\n",
+     "summarization.reserved_output_tokens", ["models[1].context_window = 2,000", "'b'"]),
+    ("keep-tokens-above-trigger",
+     "summarization:\n  trigger: {type: tokens, value: 32000}\n"
+     "  keep: {type: tokens, value: 40000}\n",
+     "summarization.keep", ["summarization.trigger[0] = 32000 tokens"]),
+    ("keep-messages-equal-trigger",
+     "summarization:\n  trigger: [{type: tokens, value: 9000}, {type: messages, value: 10}]\n"
+     "  keep: {type: messages, value: 10}\n",
+     "summarization.keep", ["summarization.trigger[1] = 10 messages"]),
+    ("keep-fraction-above-trigger",
+     W.format(window=100000) + "summarization:\n  trigger: {type: fraction, value: 0.5}\n"
+     "  keep: {type: fraction, value: 0.6}\n",
+     "summarization.keep", ["summarization.trigger[0] = 50% of window"]),
+    ("keep-fraction-above-token-trigger",
+     W.format(window=100000) + "summarization:\n  trigger: {type: tokens, value: 20000}\n"
+     "  keep: {type: fraction, value: 0.3}\n",
+     "summarization.keep", ["models[0].context_window = 100,000", "30,000 vs 20,000 tokens"]),
+    ("keep-tokens-above-fraction-trigger",
+     W.format(window=100000) + "summarization:\n  trigger: {type: fraction, value: 0.2}\n"
+     "  keep: {type: tokens, value: 25000}\n",
+     "summarization.keep", ["summarization.trigger[0] = 20% of window"]),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "fragments"),
+    [pytest.param(text, key, frags, id=case) for case, text, key, frags in CROSS_REJECTED],
+)
+def test_inconsistent_sections_are_rejected_naming_both_keys(
+    tmp_path: Path, text: str, key: str, fragments: list[str]
+) -> None:
+    path = write(tmp_path, text)
+    for fragment in fragments:
+        assert_rejected(path, key, fragment)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert info.value.key == key
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("offload:\n  tool_token_limit: 4501\n", id="tool-limit-just-above"),
+        pytest.param("offload:\n  tool_token_limit: 0\n", id="tool-offload-off"),
+        pytest.param("offload:\n  tool_token_limit: 500\n  enabled: false\n", id="offload-off"),
+        pytest.param(
+            "offload:\n  tool_token_limit: 800\n  preview_chars: 299\n", id="small-preview"
+        ),
+        pytest.param(W.format(window=4097), id="reserved-just-below-window"),
+        pytest.param(
+            "summarization:\n  trigger: {type: messages, value: 5}\n"
+            "  keep: {type: tokens, value: 90000}\n",
+            id="messages-vs-tokens-not-comparable",
+        ),
+        pytest.param(
+            "models:\n  - {name: m}\nsummarization:\n  trigger: {type: tokens, value: 1000}\n"
+            "  keep: {type: fraction, value: 0.9}\n",
+            id="fraction-without-window",
+        ),
+        pytest.param(
+            "summarization:\n  trigger: null\n  keep: {type: tokens, value: 90000}\n",
+            id="no-trigger",
+        ),
+    ],
+)
+def test_consistent_sections_load(tmp_path: Path, text: str) -> None:
+    load_config(write(tmp_path, text), env={})
+
+
+def test_notice_bound_covers_every_notice() -> None:
+    from foldwise.config._checks import OFFLOAD_NOTICE_CHARS
+    from foldwise.offload._models import ArtifactRef
+    from foldwise.offload._notice import clipped_text, offloaded_text
+
+    huge = 10**12
+    for kind, source in (("tool", "t" * 64), ("human", "human")):
+        ref = ArtifactRef(
+            artifact_id="art_" + "f" * 24, thread_id="t", source=source, kind=kind, chars=huge,
+            tokens=huge, size_bytes=huge, lines=huge, rows=huge, sha256="0" * 64,
+            created_at="2026-01-01T00:00:00+00:00", preview="p",
+        )  # fmt: skip
+        assert len(offloaded_text("", ref, preview_chars=200)) <= OFFLOAD_NOTICE_CHARS
+    clipped = clipped_text("", source="t" * 64, tokens=huge, preview_chars=200)
+    assert len(clipped) <= OFFLOAD_NOTICE_CHARS
+
+
+def test_examples_pass_the_cross_checks() -> None:
+    for name in ("foldwise.yaml", "deerflow-summarization.yaml"):
+        load_config(EXAMPLES / name, env={})

@@ -162,7 +162,7 @@ async def test_delete_removes_state_transcript_and_artifacts(tmp_path: Path) -> 
             return AIMessage("read it")
         return AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": "u"}, "id": "f1"}])
 
-    config = gateway_config(tmp_path, {**QUIET, "offload": {"tool_token_limit": 500}})
+    config = gateway_config(tmp_path, {**QUIET, "offload": {"tool_token_limit": 5000}})
     model = ScriptedChatModel(default=brain)
     async with open_gateway(config, scripted_factory(model, tools=[fetch])) as (c, app):
         await c.post("/threads", json={"thread_id": "gone"})

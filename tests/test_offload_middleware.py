@@ -337,7 +337,7 @@ def test_from_config(tmp_path: Path) -> None:
     config = FoldwiseConfig(
         offload=OffloadConfig(
             root=str(tmp_path / "art"),
-            tool_token_limit=123,
+            tool_token_limit=1401,
             exempt_tools=["cat"],
             preview_chars=900,
         )
@@ -345,7 +345,7 @@ def test_from_config(tmp_path: Path) -> None:
     middleware = ToolOutputOffloadMiddleware.from_config(config)
     assert isinstance(middleware.store, FilesystemArtifactStore)
     assert middleware.store.root == str((tmp_path / "art").resolve())
-    assert (middleware.tool_token_limit, middleware.preview_chars) == (123, 900)
+    assert (middleware.tool_token_limit, middleware.preview_chars) == (1401, 900)
     assert middleware.exempt_tools == {"cat"}
     shared = ToolOutputOffloadMiddleware.from_config(config.offload, store=InMemoryStore())
     assert isinstance(shared.store, StoreArtifactStore)

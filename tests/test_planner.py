@@ -234,7 +234,10 @@ def test_fraction_trigger_resolves_against_the_window() -> None:
     config = parse_config(
         {
             "models": [{"name": "m", "use": "x.y:Z", "context_window": 1000}],
-            "summarization": {"trigger": [{"type": "fraction", "value": 0.5}]},
+            "summarization": {
+                "trigger": [{"type": "fraction", "value": 0.5}],
+                "reserved_output_tokens": 100,
+            },
         }
     )
     pol = CompactionPolicy.from_config(config)

@@ -1,4 +1,4 @@
-"""TokenCounter: per-message cache, incremental histories, usage anchoring, requests, tools."""
+"""TokenCounter: per-message cache, incremental histories, requests, tools."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from langchain_core.tools import tool
 from foldwise.tokens import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD,
-    RequestCount,
     TokenCounter,
-    _counter,
+    _cache,
     estimate_tokens,
 )
 
@@ -31,14 +30,6 @@ class RecordingCounter(TokenCounter):
             return estimate_tokens(text)
 
         super().__init__("estimate", count)
-
-
-def _usage(input_tokens: int, output_tokens: int = 10) -> dict[str, int]:
-    return {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "total_tokens": input_tokens + output_tokens,
-    }
 
 
 def _history(turns: int) -> list[BaseMessage]:
@@ -180,7 +171,7 @@ def test_messages_without_id_use_content_key() -> None:
 
 
 def test_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_counter, "CACHE_LIMIT", 50)
+    monkeypatch.setattr(_cache, "CACHE_LIMIT", 50)
     counter = TokenCounter("estimate", estimate_tokens)
     for i in range(200):
         counter.count_message(HumanMessage(f"m{i}", id=f"id{i}"))
@@ -249,91 +240,6 @@ def test_counter_is_thread_safe() -> None:
         thread.join()
     assert not errors
     assert [results[i] for i in range(len(histories))] == [{e} for e in expected]
-
-
-# -- usage anchoring ----------------------------------------------------------------------------
-
-
-def _anchored_history() -> list[BaseMessage]:
-    history = _history(3)
-    history.append(AIMessage("Here is the answer.", id="final", usage_metadata=_usage(5000, 40)))
-    return history
-
-
-def test_anchor_uses_reported_usage() -> None:
-    counter = TokenCounter("estimate", estimate_tokens)
-    history = _anchored_history()
-    assert counter.count_messages(history) == 5040
-    assert counter.count_messages(history, anchor=False) == sum(map(counter.count_message, history))
-
-
-def test_messages_after_anchor_are_added() -> None:
-    counter = TokenCounter("estimate", estimate_tokens)
-    history = _anchored_history()
-    counter.count_messages(history)
-    follow_up = HumanMessage("and one more question " * 10, id="after")
-    assert counter.count_messages([*history, follow_up]) == 5040 + counter.count_message(follow_up)
-
-
-def test_latest_anchor_wins() -> None:
-    counter = TokenCounter("estimate", estimate_tokens)
-    history = _anchored_history()
-    counter.count_messages(history)
-    later = [*history, HumanMessage("next", id="n")]
-    later.append(AIMessage("ok", id="a2", usage_metadata=_usage(6000, 5)))
-    assert counter.count_messages(later) == 6005
-
-
-def test_earlier_anchor_used_when_latest_is_cut_off() -> None:
-    counter = TokenCounter("estimate", estimate_tokens)
-    history = _anchored_history()
-    tail = [HumanMessage("next", id="n"), AIMessage("ok", id="a2", usage_metadata=_usage(6000, 5))]
-    assert counter.count_messages([*history, *tail]) == 6005
-    assert counter.count_messages([*history, tail[0]]) == 5040 + counter.count_message(tail[0])
-
-
-def test_anchor_is_stale_after_removal_before_it() -> None:
-    counter = TokenCounter("estimate", estimate_tokens)
-    history = _anchored_history()
-    assert counter.count_messages(history) == 5040
-    compacted = [history[0], *history[4:]]  # a compaction removed messages before the anchor
-    plain = sum(map(counter.count_message, compacted))
-    assert counter.count_messages(compacted) == plain
-    # Removing after the anchor does not invalidate it.
-    assert counter.count_messages([*history, HumanMessage("x", id="x")]) == 5040 + (
-        counter.count_message(HumanMessage("x", id="x"))
-    )
-
-
-def test_anchor_stale_when_prefix_differs_for_a_fresh_list_order() -> None:
-    counter = TokenCounter("estimate", estimate_tokens)
-    history = _anchored_history()
-    counter.count_messages(history)
-    swapped = [history[0], history[2], history[1], *history[3:]]
-    assert counter.count_messages(swapped) == sum(map(counter.count_message, swapped))
-
-
-def test_anchor_ignores_empty_usage() -> None:
-    counter = TokenCounter("estimate", estimate_tokens)
-    history = [
-        *_history(1),
-        AIMessage("x", id="z", usage_metadata=_usage(0, 0)),
-    ]
-    assert counter.count_messages(history) == counter.count_messages(history, anchor=False)
-
-
-def test_count_request_anchored_and_not() -> None:
-    counter = TokenCounter("estimate", estimate_tokens)
-    history = _anchored_history()
-    plain = sum(map(counter.count_message, history))
-    anchored = counter.count_request(history, static_tokens=700)
-    assert anchored == RequestCount(total=5040, messages=plain, static=700, anchored=True)
-    fresh = _history(3)
-    request = counter.count_request(fresh, static_tokens=700)
-    plain_fresh = sum(map(counter.count_message, fresh))
-    assert request == RequestCount(
-        total=plain_fresh + 700, messages=plain_fresh, static=700, anchored=False
-    )
 
 
 # -- tools --------------------------------------------------------------------------------------

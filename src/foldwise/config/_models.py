@@ -15,6 +15,8 @@ from pydantic import (
     model_validator,
 )
 
+from foldwise.config._checks import check_budget, check_keep_below_trigger, check_offload
+
 __all__ = [
     "BUILTIN_EXTRACTIVE",
     "DEFAULT_KEEP",
@@ -207,7 +209,7 @@ class SummarizationConfig(_Strict):
     )
     """Clauses OR'ed together; one clause or a list. `null` means never compact automatically."""
     keep: ContextSize = DEFAULT_KEEP
-    """How much recent history is kept verbatim after a compaction."""
+    """How much recent history is kept verbatim after a compaction; below every trigger clause."""
     trim_tokens_to_summarize: int | None = Field(default=15564, gt=0)
     """Token budget of the summarizer input; `null` really disables trimming."""
     summary_prompt: str | None = None
@@ -217,7 +219,7 @@ class SummarizationConfig(_Strict):
     preserve_human: PreserveHumanConfig = PreserveHumanConfig()
     """Verbatim preservation of the user's own words."""
     reserved_output_tokens: int = Field(default=4096, ge=0)
-    """Budget invariant: a request may use at most `context_window` minus this."""
+    """Budget invariant: a request may use at most `context_window` minus this (less than it)."""
     min_gain_tokens: int = Field(default=1000, ge=0)
     """Anti-thrash: skip a triggered compaction that would free fewer tokens than this."""
     max_compactions_per_run: int = Field(default=3, ge=0)
@@ -262,9 +264,9 @@ class OffloadConfig(_Strict):
     enabled: bool = True
     """Master switch for offloading."""
     tool_token_limit: int = Field(default=5000, ge=0)
-    """Tool results above this many tokens go to the artifact store; `0` disables."""
+    """Tool results above this many tokens are stored (`0` disables); > `preview_chars` + 500."""
     human_token_limit: int = Field(default=50000, ge=0)
-    """Pasted user input above this is stored, previewed and kept recoverable; `0` disables."""
+    """Pasted user input above this is stored, previewed (`0` disables); > `preview_chars` + 500."""
     exempt_tools: list[str] = Field(default_factory=lambda: ["read_offloaded", "search_offloaded"])
     """Tools whose results are never offloaded."""
     root: str = ".foldwise/artifacts"
@@ -371,6 +373,9 @@ class FoldwiseConfig(_Strict):
                     f"summarization.{key}: {name!r} names no configured model "
                     f"(known: {', '.join(known)})"
                 )
+        check_budget(self)
+        check_keep_below_trigger(self)
+        check_offload(self)
         return self
 
     def model(self, name: str | None = None) -> ModelConfig | None:

@@ -2,33 +2,36 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from operator import attrgetter, is_
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 
+from foldwise.tokens._anchor import (
+    EMPTY_PREFIX,
+    USAGE_STAMP_KEY,
+    Stamp,
+    prefix_step,
+    read_stamp,
+    usage_total,
+)
+from foldwise.tokens._cache import MessageCache, cache_key
 from foldwise.tokens._message import message_tokens, to_json
 
-__all__ = ["CACHE_LIMIT", "RequestCount", "TokenCounter"]
+__all__ = ["RequestCount", "TokenCounter"]
 
 logger = logging.getLogger(__name__)
 
-CACHE_LIMIT = 100_000
-"""Per-message cache entries kept per counter; past it, the oldest tenth is dropped."""
 TOOL_SCHEMA_OVERHEAD = 8
 """Framing tokens added per tool schema (the provider wraps each definition)."""
 _SNAPSHOT_LIMIT = 64
-_ANCHOR_LIMIT = 10_000
 _TOOL_LIMIT = 4_096
 _RECHECK_TAIL = 256
-_INLINE_CHARS = 2_048
 
 _get_content = attrgetter("content")
 
@@ -44,68 +47,7 @@ class RequestCount:
     static: int
     """The `static_tokens` passed in (system prompt, tool schemas, rendered context...)."""
     anchored: bool
-    """Whether `total` is provider-reported usage plus an estimate of the messages since."""
-
-
-class _TextPrint:
-    """Length and hash of a long string: what a cache entry keeps instead of the string.
-
-    Compares equal to a string of the same length and hash (CPython caches a string's hash, so
-    re-checking the same object is O(1)). Keeps the cache from pinning large tool results.
-    """
-
-    __slots__ = ("digest", "length")
-
-    def __init__(self, text: str) -> None:
-        self.length = len(text)
-        self.digest = hash(text)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, _TextPrint):
-            return self.length == other.length and self.digest == other.digest
-        return isinstance(other, str) and len(other) == self.length and hash(other) == self.digest
-
-    def __hash__(self) -> int:
-        return self.digest
-
-
-class _Entry:
-    """One cached per-message count and what it was computed from."""
-
-    __slots__ = ("calls", "calls_ref", "content", "is_ai", "kind", "tokens")
-
-    def __init__(self, message: BaseMessage, tokens: int) -> None:
-        content = message.content
-        self.kind = type(message)
-        # Short strings by reference (immutable; `is` makes the hit check O(1)), long ones by
-        # fingerprint so the cache does not keep them alive; lists are copied so in-place
-        # edits are noticed.
-        self.content: Any
-        if isinstance(content, str):
-            self.content = content if len(content) <= _INLINE_CHARS else _TextPrint(content)
-        else:
-            self.content = copy.deepcopy(content)
-        self.is_ai = isinstance(message, AIMessage)
-        # The tool-call list object (an identity fast path) and a deep copy to compare against.
-        self.calls_ref = message.tool_calls if isinstance(message, AIMessage) else None
-        self.calls = copy.deepcopy(_calls_of(message)) if self.is_ai else None
-        self.tokens = tokens
-
-    def matches(self, message: BaseMessage) -> bool:
-        """Return whether `message` still has the content and tool calls that were counted."""
-        content = message.content
-        return (
-            self.kind is type(message)
-            and (self.content is content or self.content == content)
-            and (not self.is_ai or self.same_calls(message))
-        )
-
-    def same_calls(self, message: BaseMessage) -> bool:
-        """Return whether an AI message's tool calls are those that were counted."""
-        calls = message.tool_calls  # type: ignore[attr-defined]
-        if calls is self.calls_ref and not message.invalid_tool_calls:  # type: ignore[attr-defined]
-            return self.calls is None or not self.calls[1]
-        return bool(self.calls == _calls_of(message))
+    """Whether `total` is provider-reported usage plus an estimate of what changed since."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,45 +57,17 @@ class _Snapshot:
     messages: list[BaseMessage]
     contents: list[Any]  # each message's content object when it was counted
     cumulative: list[int]  # cumulative[i] = sum of the counts of messages[:i]
-    prefix_ids: list[int]  # prefix_ids[i] = rolling hash of the cache keys of messages[:i]
-    anchor: int  # index of the last AIMessage with usage, -1 if none
-    anchor_valid: bool
+    prefixes: list[bytes]  # prefixes[i] = usage-stamp signature of messages[:i]
+    anchor: int  # index of the last verified usage anchor, -1 if none
 
 
-_EMPTY = _Snapshot([], [], [0], [0], -1, False)
-
-
-def _calls_of(message: BaseMessage) -> Any:
-    if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
-        return (message.tool_calls, message.invalid_tool_calls)
-    return None
-
-
-def _usage_total(message: BaseMessage) -> int | None:
-    """Return `input_tokens + output_tokens` of an AIMessage's `usage_metadata`, else None."""
-    if not isinstance(message, AIMessage) or not message.usage_metadata:
-        return None
-    usage = message.usage_metadata
-    input_tokens = usage.get("input_tokens")
-    if not isinstance(input_tokens, int) or input_tokens <= 0:
-        return None
-    output = usage.get("output_tokens")
-    return input_tokens + (output if isinstance(output, int) and output > 0 else 0)
+_EMPTY = _Snapshot([], [], [0], [EMPTY_PREFIX], -1)
 
 
 def _as_message(item: Any) -> BaseMessage:
     if isinstance(item, BaseMessage):
         return item
     return convert_to_messages([item])[0]
-
-
-def _key(message: BaseMessage) -> Any:
-    """Cache key: the message id, or its role and a fingerprint of its content without one."""
-    if message.id is not None:
-        return message.id
-    content = message.content
-    text = content if isinstance(content, str) else to_json(content)
-    return (message.type, message.name, getattr(message, "tool_call_id", None), _TextPrint(text))
 
 
 def _conversation(messages: list[Any]) -> Any:
@@ -170,16 +84,45 @@ def _first_false(flags: list[bool]) -> int:
         return len(flags)
 
 
+def _verified(message: BaseMessage, index: int, prefixes: list[bytes]) -> Stamp | None:
+    """Return the stamp of `message` at `index` if its usage measured exactly `prefixes[index]`.
+
+    Usage without a stamp (old checkpoints, foreign messages) is never trusted: a counter that
+    first meets it cannot know what the provider saw.
+    """
+    if usage_total(message) is None:
+        return None
+    stamp = read_stamp(message)
+    if stamp is None or stamp.n != index or stamp.prefix != prefixes[index].hex():
+        return None
+    return stamp
+
+
+def _last_anchor(messages: list[BaseMessage], start: int, stop: int, prefixes: list[bytes]) -> int:
+    """Index of the last verified anchor in `messages[start:stop]`, -1 if none."""
+    for index in range(stop - 1, start - 1, -1):
+        message = messages[index]
+        # Cheap pre-check before reading usage and the stamp.
+        if (
+            isinstance(message, AIMessage)
+            and USAGE_STAMP_KEY in message.response_metadata
+            and _verified(message, index, prefixes) is not None
+        ):
+            return index
+    return -1
+
+
 class TokenCounter:
     """Counts tokens of texts, messages, histories, requests and tool schemas.
 
     Per-message counts are cached by message id (or by role and content when the id is None)
-    and revalidated on every hit against the content and the tool calls, so a message whose
-    content changed under the same id is recounted. Histories are counted incrementally: the
-    counter remembers the last history it saw per conversation (keyed by its first message) and
-    only counts what follows the unchanged prefix, found with a C-speed identity comparison.
-    Messages are treated as values: replace a message (or its content) rather than mutating
-    its tool calls in place. Counters are safe to share between threads.
+    and revalidated on every hit against a fingerprint of the content and the tool calls, so a
+    message whose content changed under the same id is recounted; the cache never keeps the
+    content itself. Histories are counted incrementally: the counter remembers the last history
+    it saw per conversation (keyed by its first message) and only counts what follows the
+    unchanged prefix, found with a C-speed identity comparison. Messages are treated as values:
+    replace a message (or its content) rather than mutating it in place. Counters are safe to
+    share between threads.
 
     Attributes:
         name: `"estimate"`, `"o200k_base"` or `"cl100k_base"`.
@@ -190,9 +133,8 @@ class TokenCounter:
         self.name = name
         self._count_text = count_text
         self._lock = threading.Lock()
-        self._cache: dict[Any, _Entry] = {}
+        self._cache = MessageCache()
         self._snapshots: dict[Any, _Snapshot] = {}
-        self._anchors: dict[Any, tuple[int, int]] = {}
         self._tool_schemas: dict[int, tuple[Any, str]] = {}
         self._tool_tokens: dict[tuple[str | None, str], int] = {}
 
@@ -212,21 +154,14 @@ class TokenCounter:
         equal what was counted.
         """
         message = _as_message(message)
-        key = _key(message)
+        return self._message_tokens(cache_key(message), message)
+
+    def _message_tokens(self, key: Any, message: BaseMessage) -> int:
         entry = self._cache.get(key)
         if entry is not None and entry.matches(message):
             return entry.tokens
-        return self._store(key, message)
-
-    def _store(self, key: Any, message: BaseMessage) -> int:
         tokens = message_tokens(message, self._count_text)
-        entry = _Entry(message, tokens)
-        with self._lock:
-            cache = self._cache
-            cache[key] = entry
-            if len(cache) > CACHE_LIMIT:
-                for old in list(islice(cache, CACHE_LIMIT // 10)):
-                    del cache[old]
+        self._cache.put(key, message, tokens)
         return tokens
 
     # -- histories ------------------------------------------------------------------------------
@@ -234,25 +169,25 @@ class TokenCounter:
     def count_messages(self, messages: Sequence[BaseMessage], *, anchor: bool = True) -> int:
         """Count a history: the sum of per-message counts, or the usage-anchored figure.
 
-        With `anchor=True`, when the last AIMessage carrying `usage_metadata.input_tokens` is at
-        index k and the messages before it are still those present when this counter first saw
-        it, the result is `input_tokens + output_tokens + Σ count_message(m) for m in
-        messages[k+1:]`: the provider's exact count at that point plus an estimate of what was
-        added since. It already includes whatever that request carried besides messages (system
-        prompt, tool schemas). If messages before the anchor were removed since (compaction),
-        the anchor is stale and the plain sum is returned. A fresh counter cannot know what the
-        provider saw before it started: the prefix it first observes is trusted.
+        With `anchor=True`, when the last verified anchor is the AIMessage at index k, the
+        result is `input_tokens + output_tokens + Σ count_message(m) for m in messages[k+1:]`:
+        the provider's exact count at that point plus an estimate of what was added since. It
+        already includes whatever that request carried besides messages (system prompt, tool
+        schemas). An anchor is verified when the message carries a stamp from `stamp_usage`
+        and `messages[:k]` are the very messages that request had (same ids, same counts, same
+        order); usage without a stamp, or after the messages before it changed (compaction),
+        is ignored and the plain sum is returned.
 
         Args:
             messages: The history, oldest first.
-            anchor: Use provider-reported usage when it is trustworthy.
+            anchor: Use provider-reported usage when it is verified.
 
         Returns:
             The token count.
         """
         snap = self._snapshot(messages)
         if anchor:
-            anchored = self._anchored(snap)
+            anchored = self._anchored(snap, None)
             if anchored is not None:
                 return anchored
         return snap.cumulative[-1]
@@ -265,27 +200,64 @@ class TokenCounter:
         Args:
             messages: The request's messages.
             static_tokens: Tokens of the system prompt, tool schemas and rendered context that
-                are not in `messages`. Not added to an anchored total, because the provider's
-                `input_tokens` already covered them.
+                are not in `messages`. An anchored total replaces the stamped static size
+                (already in the provider's `input_tokens`) by this one.
 
         Returns:
             A `RequestCount`.
         """
         snap = self._snapshot(messages)
         plain = snap.cumulative[-1]
-        anchored = self._anchored(snap)
+        anchored = self._anchored(snap, static_tokens)
         if anchored is not None:
             return RequestCount(anchored, plain, static_tokens, anchored=True)
         return RequestCount(plain + static_tokens, plain, static_tokens, anchored=False)
 
+    def stamp_usage(
+        self,
+        response: AIMessage,
+        request_messages: Sequence[BaseMessage],
+        *,
+        static_tokens: int,
+    ) -> AIMessage:
+        """Record on a model response what its `usage_metadata` measured.
+
+        Call it with the response of the run model and the messages of the request that
+        produced it, as they will appear before the response in later counts (the state's
+        messages, without rendered context). A later `count_messages`/`count_request` uses the
+        response's usage as an anchor only while the messages before it are exactly these.
+
+        Args:
+            response: The model's answer.
+            request_messages: The request's messages, oldest first.
+            static_tokens: Tokens the request carried besides `request_messages` (system
+                prompt, tool schemas, rendered durable context), as later passed to
+                `count_request`.
+
+        Returns:
+            A copy of `response` (same id) whose `response_metadata[USAGE_STAMP_KEY]` holds
+            `{"prefix", "n", "static"}`; `response` itself when it reports no input tokens.
+        """
+        if usage_total(response) is None:
+            return response
+        snap = self._snapshot(request_messages)
+        stamp = Stamp(snap.prefixes[-1].hex(), len(snap.messages), static_tokens)
+        metadata = {**response.response_metadata, USAGE_STAMP_KEY: stamp.to_dict()}
+        return response.model_copy(update={"response_metadata": metadata})
+
     @staticmethod
-    def _anchored(snap: _Snapshot) -> int | None:
-        if snap.anchor < 0 or not snap.anchor_valid:
+    def _anchored(snap: _Snapshot, static_tokens: int | None) -> int | None:
+        if snap.anchor < 0:
             return None
-        usage = _usage_total(snap.messages[snap.anchor])
-        if usage is None:
+        message = snap.messages[snap.anchor]
+        usage = usage_total(message)
+        stamp = _verified(message, snap.anchor, snap.prefixes)
+        if usage is None or stamp is None:  # pragma: no cover - checked when it was found
             return None
-        return usage + snap.cumulative[-1] - snap.cumulative[snap.anchor + 1]
+        total = usage + snap.cumulative[-1] - snap.cumulative[snap.anchor + 1]
+        if static_tokens is not None:
+            total += static_tokens - stamp.static
+        return max(total, 0)
 
     def _snapshot(self, messages: Sequence[BaseMessage]) -> _Snapshot:
         """Count `messages`, reusing the unchanged prefix of this conversation's last count."""
@@ -312,26 +284,21 @@ class TokenCounter:
         new = [m if isinstance(m, BaseMessage) else _as_message(m) for m in msgs[keep:]]
         if keep and prev is not None:
             cumulative = prev.cumulative[: keep + 1]
-            prefix_ids = prev.prefix_ids[: keep + 1]
+            prefixes = prev.prefixes[: keep + 1]
             all_msgs = prev.messages[:keep] + new
             contents = prev.contents[:keep]
         else:
-            cumulative, prefix_ids, all_msgs, contents = [0], [0], new, []
-        self._extend(new, cumulative, prefix_ids)
+            cumulative, prefixes, all_msgs, contents = [0], [EMPTY_PREFIX], new, []
+        self._extend(new, cumulative, prefixes)
         contents.extend(map(_get_content, new))
-        found = self._last_anchor(new)
-        if found >= 0:
-            anchor = keep + found
-            valid = self._anchor_valid(all_msgs[anchor], anchor, prefix_ids[anchor])
-        elif prev is not None and 0 <= prev.anchor < keep:
-            anchor, valid = prev.anchor, prev.anchor_valid
-        elif prev is not None and prev.anchor >= keep > 0:
-            # The last anchor was cut off: an earlier one may still be usable.
-            anchor = self._last_anchor(all_msgs[:keep])
-            valid = anchor >= 0 and self._anchor_valid(all_msgs[anchor], anchor, prefix_ids[anchor])
-        else:
-            anchor, valid = -1, False
-        snap = _Snapshot(all_msgs, contents, cumulative, prefix_ids, anchor, valid)
+        anchor = _last_anchor(all_msgs, keep, len(all_msgs), prefixes)
+        if anchor < 0 and prev is not None and keep:
+            # Whether a message is a verified anchor depends only on it and the prefix before
+            # it, both unchanged below `keep`: reuse the previous answer when it is still there.
+            anchor = (
+                prev.anchor if prev.anchor < keep else _last_anchor(all_msgs, 0, keep, prefixes)
+            )
+        snap = _Snapshot(all_msgs, contents, cumulative, prefixes, anchor)
         with self._lock:
             snapshots = self._snapshots
             snapshots.pop(conv, None)
@@ -341,59 +308,21 @@ class TokenCounter:
         return snap
 
     def _extend(
-        self, messages: list[BaseMessage], cumulative: list[int], prefix_ids: list[int]
+        self, messages: list[BaseMessage], cumulative: list[int], prefixes: list[bytes]
     ) -> None:
-        """Append running totals and prefix hashes of `messages`, using the per-message cache."""
-        get = self._cache.get
+        """Append running totals and prefix signatures of `messages`, using the cache."""
+        count = self._message_tokens
         add_total = cumulative.append
-        add_ids = prefix_ids.append
+        add_prefix = prefixes.append
         running = cumulative[-1]
-        rolling = prefix_ids[-1]
+        prefix = prefixes[-1]
         for message in messages:
             key = message.id
-            if key is None:
-                key = _key(message)
-            entry = get(key)
-            # `_Entry.matches`, inlined: this loop runs once per message on a full recount.
-            if (
-                entry is not None
-                and entry.kind is type(message)
-                and ((content := message.content) is entry.content or content == entry.content)
-                and (not entry.is_ai or entry.same_calls(message))
-            ):
-                running += entry.tokens
-            else:
-                running += self._store(key, message)
+            tokens = count(cache_key(message) if key is None else key, message)
+            running += tokens
             add_total(running)
-            rolling = hash((rolling, key))
-            add_ids(rolling)
-
-    @staticmethod
-    def _last_anchor(messages: list[BaseMessage]) -> int:
-        for index in range(len(messages) - 1, -1, -1):
-            if _usage_total(messages[index]) is not None:
-                return index
-        return -1
-
-    def _anchor_valid(self, message: BaseMessage, index: int, prefix_hash: int) -> bool:
-        """Check that the messages before the anchor are those present when it was first met.
-
-        The signature is the number of messages before the anchor and a hash of their ids.
-        """
-        signature = (index, prefix_hash)
-        key = _key(message)
-        seen = self._anchors.get(key)
-        if seen is None:
-            with self._lock:
-                anchors = self._anchors
-                anchors[key] = signature
-                if len(anchors) > _ANCHOR_LIMIT:
-                    del anchors[next(iter(anchors))]
-            return True
-        if seen != signature:
-            logger.debug("usage anchor %r is stale: messages before it changed", key)
-            return False
-        return True
+            prefix = prefix_step(prefix, message, tokens)
+            add_prefix(prefix)
 
     # -- read-only measurements ---------------------------------------------------------------
 
