@@ -62,7 +62,7 @@ def _compaction(root: Path) -> tuple[Any, list[dict[str, Any]]]:
                 "min_gain_tokens": 0,
                 "preserve_human": {"mode": "all", "max_tokens": 200},
             },
-            "offload": {"root": str(root), "human_token_limit": 2000},
+            "offload": {"root": str(root), "human_token_limit": 5000},
         }
     )
     model = ScriptedChatModel(default="Edited src/app.py; tests pass. " * 5)
@@ -161,6 +161,14 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
+EXPECTED_KINDS: dict[str, set[str]] = {
+    "compaction_archive_and_pasted_input": {"archive", "human"},
+    "tool_offload_and_search": {"tool", "archive"},
+    "overflow_recovery": set(),
+    "failing_summarizer_falls_back": {"archive"},
+}
+
+
 def _run_sync(scenario: Scenario, root: Path) -> dict[str, Any]:
     agent, inputs = scenario(root)
     for item in inputs:
@@ -192,4 +200,6 @@ def test_sync_and_async_runs_end_in_the_same_state(name: str, tmp_path: Path) ->
     sync_state = _run_sync(scenario, tmp_path / "sync")
     async_state = _run_async(scenario, tmp_path / "async")
     assert sync_state["compactions"], "every scenario compacts at least once"
+    kinds = {o["kind"] for o in sync_state.get("offloads") or []}
+    assert EXPECTED_KINDS[name] <= kinds, kinds
     assert _plain(sync_state) == _plain(async_state)

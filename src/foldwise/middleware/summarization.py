@@ -199,6 +199,18 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             reserved_output_tokens=int(self.policy.reserved_output_tokens / scale),
         )
 
+    def _planning_policy(
+        self, key: str, messages: Sequence[BaseMessage], static: int, summary: str | None
+    ) -> CompactionPolicy:
+        """The window as is when the count is anchored on provider usage, else calibrated."""
+        if self._scale.get(key, 1.0) <= 1.0:
+            return self.policy
+        rendered = summary_for_context(summary) if summary else ""
+        count = self.counter.count_request(
+            messages, static_tokens=static + self.counter.count_text(rendered)
+        )
+        return self.policy if count.anchored else self._policy_for(key)
+
     def _calibrate(self, key: str, measured: int, estimated: int) -> None:
         """Remember how much more the provider counts than the estimate, when clearly more."""
         if estimated <= 0 or measured <= 0:
@@ -223,9 +235,8 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         key = resolve_thread_id(runtime)
         static = self._static.get(key, self._initial_static)
         summary = state.get("summary_text")
-        decision = self.compactor.decide(
-            messages, summary, static_tokens=static, policy=self._policy_for(key)
-        )
+        policy = self._planning_policy(key, messages, static, summary)
+        decision = self.compactor.decide(messages, summary, static_tokens=static, policy=policy)
         plan = decision.plan
         if plan is None:
             return None
@@ -242,7 +253,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             "thread_id": key,
             "run_id": _run_id(),
             "decision": decision,
-            "policy": self._policy_for(key),
+            "policy": policy,
         }
         return key, options, messages, summary
 
@@ -497,18 +508,33 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
                     self._retry_request(request, outcome), policy
                 )
                 continue
-            self._after_response(sent, response, estimated)
+            response = self._after_response(sent, response, estimated)
             return response if outcome is None else self._with_commit(response, outcome)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _after_response(self, sent: ModelRequest[Any], response: Any, estimated: int) -> None:
-        """Learn the provider's scale from the usage it reported for this request."""
-        messages = response.result if isinstance(response, ModelResponse) else [response]
-        for message in messages:
+    def _after_response(self, sent: ModelRequest[Any], response: Any, estimated: int) -> Any:
+        """Stamp the answer with what its usage measured; learn the provider's scale from it.
+
+        The stamp lets a later count (in this process or another) anchor on the provider's
+        exact figure only while the messages before the answer are still these.
+        """
+        key = resolve_thread_id(sent.runtime)
+        lead = split_head(sent.messages)
+        static = self._static.get(key, 0) + self.counter.count_text(
+            summary_for_context(_summary_of(sent.state) or "")
+        )
+        conversation = sent.messages[lead:]
+        results = response.result if isinstance(response, ModelResponse) else [response]
+        stamped: list[BaseMessage] = []
+        for message in results:
             usage = getattr(message, "usage_metadata", None)
             if isinstance(message, AIMessage) and usage and usage.get("input_tokens"):
-                key = resolve_thread_id(sent.runtime)
                 self._calibrate(key, int(usage["input_tokens"]), estimated)
+                message = self.counter.stamp_usage(message, conversation, static_tokens=static)
+            stamped.append(message)
+        if isinstance(response, ModelResponse):
+            return dataclasses.replace(response, result=stamped)
+        return stamped[0]
 
     @staticmethod
     def _with_commit(

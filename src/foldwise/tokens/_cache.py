@@ -138,6 +138,14 @@ class MessageCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def copy(self) -> MessageCache:
+        """An independent cache with the same entries (entries are immutable, so shared)."""
+        twin = MessageCache(self.max_entries, self.max_bytes)
+        with self._lock:
+            twin._entries.update(self._entries)
+            twin.bytes = self.bytes
+        return twin
+
     def put(self, key: Any, message: BaseMessage, tokens: int) -> None:
         """Record that `message` (under `key`) counts `tokens`."""
         entry = Entry(message, tokens, ENTRY_BYTES + _key_bytes(key))

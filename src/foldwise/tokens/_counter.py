@@ -336,9 +336,8 @@ class TokenCounter:
         """
         twin = TokenCounter(self.name, self._count_text)
         with self._lock:
-            twin._cache = dict(self._cache)
+            twin._cache = self._cache.copy()
             twin._snapshots = dict(self._snapshots)
-            twin._anchors = dict(self._anchors)
             twin._tool_schemas = dict(self._tool_schemas)
             twin._tool_tokens = dict(self._tool_tokens)
         return twin
