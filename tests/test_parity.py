@@ -8,6 +8,7 @@ tool-output offload with paging, overflow recovery, summarizer failure and manua
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -192,6 +193,22 @@ def _run_async(scenario: Scenario, root: Path) -> dict[str, Any]:
         return dict((await agent.aget_state(THREAD)).values)
 
     return asyncio.run(run(), debug=True)
+
+
+def _slow_callbacks(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.name == "asyncio" and " took " in r.getMessage()
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_the_async_path_never_blocks_the_loop(
+    name: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """asyncio debug mode logs every callback that holds the loop longer than 100 ms."""
+    caplog.set_level(logging.WARNING, logger="asyncio")
+    _run_async(SCENARIOS[name], tmp_path)
+    assert _slow_callbacks(caplog) == []
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
