@@ -52,16 +52,21 @@ class RequestCount:
 
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
-    """The last history counted for one conversation, so an append costs O(new messages)."""
+    """The last history counted for one conversation, so an append costs O(new messages).
+
+    The lists are append-only and may be shared with a newer snapshot of the same
+    conversation that extended them in place; each snapshot reads only its first `n` entries.
+    """
 
     messages: list[BaseMessage]
     contents: list[Any]  # each message's content object when it was counted
     cumulative: list[int]  # cumulative[i] = sum of the counts of messages[:i]
     prefixes: list[bytes]  # prefixes[i] = usage-stamp signature of messages[:i]
     anchor: int  # index of the last verified usage anchor, -1 if none
+    n: int  # how many messages this snapshot covers
 
 
-_EMPTY = _Snapshot([], [], [0], [EMPTY_PREFIX], -1)
+_EMPTY = _Snapshot([], [], [0], [EMPTY_PREFIX], -1, 0)
 
 
 def _as_message(item: Any) -> BaseMessage:
@@ -135,6 +140,7 @@ class TokenCounter:
         self._lock = threading.Lock()
         self._cache = MessageCache()
         self._snapshots: dict[Any, _Snapshot] = {}
+        self._extend_in_place = True  # False in a fork: its snapshots' lists are shared
         self._tool_schemas: dict[int, tuple[Any, str]] = {}
         self._tool_tokens: dict[tuple[str | None, str], int] = {}
 
@@ -190,7 +196,7 @@ class TokenCounter:
             anchored = self._anchored(snap, None)
             if anchored is not None:
                 return anchored
-        return snap.cumulative[-1]
+        return snap.cumulative[snap.n]
 
     def count_request(
         self, messages: Sequence[BaseMessage], *, static_tokens: int = 0
@@ -207,7 +213,7 @@ class TokenCounter:
             A `RequestCount`.
         """
         snap = self._snapshot(messages)
-        plain = snap.cumulative[-1]
+        plain = snap.cumulative[snap.n]
         anchored = self._anchored(snap, static_tokens)
         if anchored is not None:
             return RequestCount(anchored, plain, static_tokens, anchored=True)
@@ -241,7 +247,7 @@ class TokenCounter:
         if usage_total(response) is None:
             return response
         snap = self._snapshot(request_messages)
-        stamp = Stamp(snap.prefixes[-1].hex(), len(snap.messages), static_tokens)
+        stamp = Stamp(snap.prefixes[snap.n].hex(), snap.n, static_tokens)
         metadata = {**response.response_metadata, USAGE_STAMP_KEY: stamp.to_dict()}
         return response.model_copy(update={"response_metadata": metadata})
 
@@ -254,10 +260,34 @@ class TokenCounter:
         stamp = _verified(message, snap.anchor, snap.prefixes)
         if usage is None or stamp is None:  # pragma: no cover - checked when it was found
             return None
-        total = usage + snap.cumulative[-1] - snap.cumulative[snap.anchor + 1]
+        total = usage + snap.cumulative[snap.n] - snap.cumulative[snap.anchor + 1]
         if static_tokens is not None:
             total += static_tokens - stamp.static
         return max(total, 0)
+
+    @staticmethod
+    def _unchanged(prev: _Snapshot, msgs: list[Any]) -> int:
+        """How many leading messages are the objects (and contents) `prev` counted.
+
+        Identity is compared over the newest `_RECHECK_TAIL` positions only; when the oldest
+        of those is unchanged, everything before it is taken as unchanged too (histories grow
+        at the end; a compaction or a reloaded checkpoint changes that position as well). Only
+        then is the whole prefix scanned.
+        """
+        limit = min(prev.n, len(msgs))
+        start = max(0, limit - _RECHECK_TAIL)
+        window = list(map(is_, prev.messages[start:limit], msgs[start:limit]))
+        first = _first_false(window)
+        if first == 0 and start > 0:
+            keep = _first_false(list(map(is_, prev.messages[:limit], msgs[:limit])))
+        else:
+            keep = start + first
+        if keep:
+            # Content reassigned in place on a recent message object: recount from there.
+            begin = max(0, keep - _RECHECK_TAIL)
+            recent = map(_get_content, msgs[begin:keep])
+            keep = begin + _first_false(list(map(is_, prev.contents[begin:keep], recent)))
+        return keep
 
     def _snapshot(self, messages: Sequence[BaseMessage]) -> _Snapshot:
         """Count `messages`, reusing the unchanged prefix of this conversation's last count."""
@@ -268,37 +298,39 @@ class TokenCounter:
         # `id()` cannot be reused by another object while the snapshot exists.
         conv = _conversation(msgs)
         prev = self._snapshots.get(conv)
-        keep = 0
-        if prev is not None:
-            # Identity only: equal-but-distinct copies would make `==` call pydantic per item.
-            keep = _first_false(list(map(is_, prev.messages, msgs)))
-            if keep:
-                # Content reassigned in place on a recent message object: recount from there.
-                # Older messages are trusted by identity (reading `.content` of every message
-                # would cost more than the rest of the call).
-                start = max(0, keep - _RECHECK_TAIL)
-                recent = map(_get_content, msgs[start:keep])
-                keep = start + _first_false(list(map(is_, prev.contents[start:keep], recent)))
-            if keep == len(prev.messages) == len(msgs):
-                return prev
+        keep = self._unchanged(prev, msgs) if prev is not None else 0
+        if prev is not None and keep == prev.n == len(msgs):
+            return prev
         new = [m if isinstance(m, BaseMessage) else _as_message(m) for m in msgs[keep:]]
-        if keep and prev is not None:
-            cumulative = prev.cumulative[: keep + 1]
-            prefixes = prev.prefixes[: keep + 1]
-            all_msgs = prev.messages[:keep] + new
-            contents = prev.contents[:keep]
-        else:
-            cumulative, prefixes, all_msgs, contents = [0], [EMPTY_PREFIX], new, []
-        self._extend(new, cumulative, prefixes)
-        contents.extend(map(_get_content, new))
-        anchor = _last_anchor(all_msgs, keep, len(all_msgs), prefixes)
+        with self._lock:
+            if (
+                self._extend_in_place
+                and prev is not None
+                and keep == prev.n
+                and len(prev.cumulative) == prev.n + 1
+            ):
+                # A pure append that nobody made before: extend the shared lists in place.
+                all_msgs, contents = prev.messages, prev.contents
+                cumulative, prefixes = prev.cumulative, prev.prefixes
+                del all_msgs[keep:], contents[keep:]
+                all_msgs.extend(new)
+            elif keep and prev is not None:
+                cumulative = prev.cumulative[: keep + 1]
+                prefixes = prev.prefixes[: keep + 1]
+                all_msgs = prev.messages[:keep] + new
+                contents = prev.contents[:keep]
+            else:
+                cumulative, prefixes, all_msgs, contents = [0], [EMPTY_PREFIX], new, []
+            self._extend(new, cumulative, prefixes)
+            contents.extend(map(_get_content, new))
+        anchor = _last_anchor(all_msgs, keep, keep + len(new), prefixes)
         if anchor < 0 and prev is not None and keep:
             # Whether a message is a verified anchor depends only on it and the prefix before
             # it, both unchanged below `keep`: reuse the previous answer when it is still there.
             anchor = (
                 prev.anchor if prev.anchor < keep else _last_anchor(all_msgs, 0, keep, prefixes)
             )
-        snap = _Snapshot(all_msgs, contents, cumulative, prefixes, anchor)
+        snap = _Snapshot(all_msgs, contents, cumulative, prefixes, anchor, keep + len(new))
         with self._lock:
             snapshots = self._snapshots
             snapshots.pop(conv, None)
@@ -338,6 +370,7 @@ class TokenCounter:
         with self._lock:
             twin._cache = self._cache.copy()
             twin._snapshots = dict(self._snapshots)
+            twin._extend_in_place = False
             twin._tool_schemas = dict(self._tool_schemas)
             twin._tool_tokens = dict(self._tool_tokens)
         return twin
