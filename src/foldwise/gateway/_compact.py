@@ -87,6 +87,10 @@ async def compact_thread(
     config = {"configurable": {"thread_id": thread_id}}
     storage = gateway.storage
     async with gateway.runs.exclusive(thread_id, "compact") as operation_id:
+        # The state write is fenced by the lease (checked in the write's transaction); the
+        # receipt and its transcript marker are stored only after that write committed.
+        lease = gateway.runs.leases.fence(thread_id, operation_id)
+        fenced = {"configurable": {"thread_id": thread_id, **lease}}
         assistant = body.assistant_id or str(record.metadata.get("assistant_id") or "agent")
         await storage.create_run(
             thread_id,
@@ -116,7 +120,7 @@ async def compact_thread(
 
             work = acompact_thread_outcome(
                 hosted.graph,
-                config,  # type: ignore[arg-type]
+                fenced,  # type: ignore[arg-type]
                 force=body.force,
                 keep=body.keep,
                 model_name=body.model_name,

@@ -228,7 +228,11 @@ class RunManager:
 
     def _run_config(self, run_id: str, spec: RunSpec) -> RunnableConfig:
         config: RunnableConfig = {
-            "configurable": {"thread_id": spec.thread_id},
+            # The lease rides along so the checkpointer commits only while this run holds it.
+            "configurable": {
+                "thread_id": spec.thread_id,
+                **self.leases.fence(spec.thread_id, run_id),
+            },
             "run_id": uuid.UUID(run_id),
             "metadata": {
                 "run_id": run_id,
@@ -327,6 +331,7 @@ class RunManager:
         except Exception as error:
             status = "error"
             run.error = error
+            run.lease_lost = isinstance(error, LeaseLostError)  # a fenced write was refused
             logger.exception("run %s on thread %s failed", run.run_id, run.thread_id)
         finally:
             keeper.cancel()

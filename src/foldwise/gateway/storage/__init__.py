@@ -43,6 +43,7 @@ from foldwise.gateway.storage._records import (
     TranscriptEntry,
     TranscriptEvent,
 )
+from foldwise.gateway.storage._sql import SqlGatewayStorage
 from foldwise.gateway.storage._sqlite import SqliteGatewayStorage
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ __all__ = [
     "RunKind",
     "RunRecord",
     "RunStatus",
+    "SqlGatewayStorage",
     "SqliteGatewayStorage",
     "ThreadExistsError",
     "ThreadLock",

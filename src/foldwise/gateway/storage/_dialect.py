@@ -84,6 +84,10 @@ class Dialect:
             exclusive=self.exclusive_lock,
         )
 
+    def native(self, query: str) -> str:
+        """`query` with the driver's own placeholders (for SQL run outside a `Session`)."""
+        return query
+
     # connection ------------------------------------------------------------------------------
 
     async def open(self) -> None:  # pragma: no cover - overridden

@@ -102,6 +102,10 @@ class PostgresDialect(Dialect):
     def __repr__(self) -> str:
         return f"schema={self.schema!r}"
 
+    def native(self, query: str) -> str:
+        """psycopg's ``%s`` placeholders."""
+        return _native(query)
+
     # connection ------------------------------------------------------------------------------
 
     async def open(self) -> None:

@@ -88,13 +88,13 @@ class SqlGatewayStorage(SqlEventsMixin):
         return f"{type(self).__name__}({self._dialect!r})"
 
     def lease_check_sql(self) -> str:
-        """The fencing check for this database, with ``?`` placeholders (thread, holder, token).
+        """The fencing check in the driver's own placeholder style (thread, holder, token).
 
         Returns:
             A `SELECT` that yields a row only while the lease is held; on Postgres it also
             share-locks the lease row until the end of the caller's transaction.
         """
-        return self._dialect.sql(LEASE_CHECK)
+        return self._dialect.native(self._dialect.sql(LEASE_CHECK))
 
     # lifecycle -------------------------------------------------------------------------------
 

@@ -1,0 +1,159 @@
+"""Leases fence writes: a worker that lost its thread's lease cannot write the thread.
+
+The takeover is simulated the way it happens in production: the lease is released on the
+stalled worker's behalf (as if it had expired) and another holder takes it, between the
+stalled worker's last check and its write. Runs on SQLite and on Postgres.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.tools import tool
+
+from foldwise.gateway.storage import GatewayStorage, open_storage
+from foldwise.testing import ScriptedChatModel
+from tests.support.gateway import (
+    drop_schema,
+    gateway_config,
+    is_summarizer_call,
+    open_gateway,
+    postgres_url,
+    scripted_factory,
+    user,
+)
+
+MANUAL_ONLY = {
+    "summarization": {
+        "trigger": {"type": "messages", "value": 1000},
+        "keep": {"type": "messages", "value": 2},
+        "min_gain_tokens": 0,
+        "preserve_human": {"mode": "none"},
+    }
+}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'gateway.db'}"
+        return
+    url, dsn, schema = postgres_url()
+    try:
+        yield url
+    finally:
+        drop_schema(dsn, schema)
+
+
+async def take_over(storage: GatewayStorage, thread_id: str) -> None:
+    """Another worker takes the thread: the current lease lapses and `intruder` acquires it."""
+    lock = await storage.get_thread_lock(thread_id)
+    assert lock is not None, "the operation under test should hold the lease"
+    assert await storage.release_thread_lock(thread_id, lock.holder)
+    assert await storage.acquire_thread_lock(thread_id, "intruder", "run", 60)
+
+
+async def test_a_run_that_lost_its_lease_cannot_write_its_checkpoint(
+    tmp_path: Path, storage_url: str
+) -> None:
+    gateway: dict[str, Any] = {}
+
+    @tool
+    async def slow_step(thread: str) -> str:
+        """A step during which this worker stalls past its lease and another takes over."""
+        await take_over(gateway["storage"], thread)
+        return "done after the stall"
+
+    def brain(messages: list[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage("final answer")
+        thread = str(messages[-1].content)
+        return AIMessage(
+            "", tool_calls=[{"name": "slow_step", "args": {"thread": thread}, "id": "c1"}]
+        )
+
+    config = gateway_config(tmp_path, {"storage": {"url": storage_url}})
+    factory = scripted_factory(ScriptedChatModel(default=brain), tools=[slow_step])
+    async with open_gateway(config, factory) as (c, app):
+        gateway["storage"] = app.state.gateway.storage
+        thread = (await c.post("/threads", json={})).json()["thread_id"]
+        r = await c.post(
+            f"/threads/{thread}/runs/wait", json={"assistant_id": "agent", "input": user(thread)}
+        )
+        assert r.status_code == 409, r.text
+        assert "lease on the thread was lost" in r.json()["detail"]
+        state = (await c.get(f"/threads/{thread}/state")).json()
+        contents = [m["content"] for m in state["values"]["messages"]]
+        # Nothing written after the takeover: neither the tool's result nor the final answer.
+        assert "done after the stall" not in contents
+        assert "final answer" not in contents
+        runs = (await c.get(f"/threads/{thread}/runs")).json()
+        assert [run["status"] for run in runs] == ["error"]
+        lock = await gateway["storage"].get_thread_lock(thread)
+        assert lock is not None and lock.holder == "intruder"  # the new holder keeps the thread
+
+
+async def test_a_compaction_that_lost_its_lease_leaves_the_thread_and_receipts_alone(
+    tmp_path: Path, storage_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def respond(messages: list[BaseMessage]) -> str:
+        if is_summarizer_call(messages):
+            return "SUMMARY"
+        return "answer " + "with some length " * 10
+
+    config = gateway_config(tmp_path, {**MANUAL_ONLY, "storage": {"url": storage_url}})
+    async with open_gateway(config, scripted_factory(ScriptedChatModel(default=respond))) as (
+        c,
+        app,
+    ):
+        thread = (await c.post("/threads", json={})).json()["thread_id"]
+        for i in range(4):
+            r = await c.post(
+                f"/threads/{thread}/runs/wait",
+                json={"assistant_id": "agent", "input": user(str(i))},
+            )
+            assert r.status_code == 200, r.text
+        before = (await c.get(f"/threads/{thread}/state")).json()
+
+        storage = app.state.gateway.storage
+        renew = storage.renew_thread_lock
+        stalls = []
+
+        async def renew_then_stall(thread_id: str, holder: str, ttl_seconds: float) -> bool:
+            # The last check before the write passes; then the worker stalls past the TTL.
+            renewed: bool = await renew(thread_id, holder, ttl_seconds)
+            if not stalls:
+                stalls.append(holder)
+                await take_over(storage, thread_id)
+            return renewed
+
+        monkeypatch.setattr(storage, "renew_thread_lock", renew_then_stall)
+        r = await c.post(f"/threads/{thread}/compact", json={"force": True})
+        assert stalls, "the compaction never re-checked its lease"
+        assert r.status_code == 409, r.text
+        assert "lease on the thread was lost" in r.json()["detail"]
+        after = (await c.get(f"/threads/{thread}/state")).json()
+        assert after["checkpoint"] == before["checkpoint"]
+        assert after["values"] == before["values"]
+        assert (await c.get(f"/threads/{thread}/compactions")).json() == []
+        transcript = (await c.get(f"/threads/{thread}/transcript")).json()["entries"]
+        assert all(e["kind"] == "message" for e in transcript)
+
+
+async def test_fencing_tokens_count_up_across_releases(tmp_path: Path) -> None:
+    async with open_storage(f"sqlite:///{tmp_path / 'g.db'}") as storage:
+        await storage.create_thread("t1")
+        first = await storage.acquire_thread_lease("t1", "a", "run", 60)
+        assert first is not None
+        assert await storage.holds_thread_lock("t1", "a", first.token)
+        assert await storage.release_thread_lock("t1", "a")
+        assert not await storage.holds_thread_lock("t1", "a", first.token)
+        second = await storage.acquire_thread_lease("t1", "b", "run", 60)
+        assert second is not None and second.token == first.token + 1
+        assert not await storage.holds_thread_lock("t1", "a", first.token)
+        assert not await storage.holds_thread_lock("t1", "b", first.token)
+        assert await storage.holds_thread_lock("t1", "b", second.token)
