@@ -7,15 +7,17 @@ stalled worker's last check and its write. Runs on SQLite and on Postgres.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
-from foldwise.gateway.storage import GatewayStorage, open_storage
+from foldwise.gateway.storage import MIGRATIONS, GatewayStorage, open_storage
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     drop_schema,
@@ -157,3 +159,64 @@ async def test_fencing_tokens_count_up_across_releases(tmp_path: Path) -> None:
         assert not await storage.holds_thread_lock("t1", "a", first.token)
         assert not await storage.holds_thread_lock("t1", "b", first.token)
         assert await storage.holds_thread_lock("t1", "b", second.token)
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_a_database_from_before_fencing_tokens_still_opens(
+    tmp_path: Path, backend: str
+) -> None:
+    """A database at migration 2 (no token column) with a live lease opens and keeps working."""
+    old = [m for m in MIGRATIONS if m.version <= 2]
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'old.db'}"
+        with sqlite3.connect(tmp_path / "old.db") as conn:
+            conn.execute(
+                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                "applied_at TEXT NOT NULL)"
+            )
+            for m in old:
+                for statement in m.sqlite:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, 'then')", (m.version, m.name)
+                )
+            conn.execute("INSERT INTO threads VALUES ('t1', 'x', 'x', '{}', 'busy')")
+            conn.execute("INSERT INTO thread_locks VALUES ('t1', 'old-run', 'run', 0, 4102444800)")
+        cleanup = None
+    else:
+        url, dsn, schema = postgres_url()
+        cleanup = (dsn, schema)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')  # type: ignore[arg-type]
+            conn.execute(
+                f'CREATE TABLE "{schema}".schema_migrations (version INTEGER PRIMARY KEY, '  # type: ignore[arg-type]
+                "name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
+            )
+            for m in old:
+                for statement in m.postgres:
+                    conn.execute(statement.replace("{schema}", f'"{schema}"'))  # type: ignore[arg-type]
+                conn.execute(
+                    f'INSERT INTO "{schema}".schema_migrations (version, name) VALUES (%s, %s)',  # type: ignore[arg-type]
+                    (m.version, m.name),
+                )
+            conn.execute(
+                f"INSERT INTO \"{schema}\".threads VALUES ('t1', now(), now(), '{{}}', 'busy')"  # type: ignore[arg-type]
+            )
+            conn.execute(
+                f"INSERT INTO \"{schema}\".thread_locks VALUES ('t1', 'old-run', 'run', now(), "  # type: ignore[arg-type]
+                "now() + interval '1 hour')"
+            )
+    try:
+        async with open_storage(url) as storage:
+            assert await storage.schema_version() == len(MIGRATIONS)
+            lock = await storage.get_thread_lock("t1")
+            assert lock is not None and (lock.holder, lock.token) == ("old-run", 0)
+            assert await storage.holds_thread_lock("t1", "old-run", 0)
+            assert await storage.release_thread_lock("t1", "old-run")
+            taken = await storage.acquire_thread_lease("t1", "new-run", "run", 60)
+            assert taken is not None and taken.token == 1
+    finally:
+        if cleanup is not None:
+            drop_schema(*cleanup)
