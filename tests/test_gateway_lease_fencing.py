@@ -70,7 +70,11 @@ async def test_a_run_that_lost_its_lease_cannot_write_its_checkpoint(
         await take_over(gateway["storage"], thread)
         return "done after the stall"
 
+    model_calls = 0
+
     def brain(messages: list[BaseMessage]) -> AIMessage:
+        nonlocal model_calls
+        model_calls += 1
         if isinstance(messages[-1], ToolMessage):
             return AIMessage("final answer")
         thread = str(messages[-1].content)
@@ -93,6 +97,11 @@ async def test_a_run_that_lost_its_lease_cannot_write_its_checkpoint(
         # Nothing written after the takeover: neither the tool's result nor the final answer.
         assert "done after the stall" not in contents
         assert "final answer" not in contents
+        # The refused write stopped the run at once: the model was not asked again.
+        assert model_calls == 1
+        transcript = (await c.get(f"/threads/{thread}/transcript")).json()["entries"]
+        said = [e["message"].get("data", e["message"]).get("content") for e in transcript]
+        assert "final answer" not in said
         runs = (await c.get(f"/threads/{thread}/runs")).json()
         assert [run["status"] for run in runs] == ["error"]
         lock = await gateway["storage"].get_thread_lock(thread)

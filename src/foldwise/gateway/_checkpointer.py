@@ -30,7 +30,6 @@ A lost lease raises `LeaseLostError` (409) and writes nothing.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -50,13 +49,11 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from foldwise.gateway._errors import LeaseLostError
 from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage import SqlGatewayStorage, open_storage
+from foldwise.gateway.storage._sqlite import rollback
 
 __all__ = ["FencedSqliteSaver", "open_checkpointer", "safe_serializer"]
-
-logger = logging.getLogger(__name__)
 
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _BUSY_TIMEOUT_MS = 5000
@@ -148,23 +145,16 @@ class FencedSqliteSaver(AsyncSqliteSaver):
                 await lease.verify()
                 yield
                 return
-            await self.conn.execute("BEGIN IMMEDIATE")
             try:
+                await self.conn.execute("BEGIN IMMEDIATE")
                 params = (lease.thread_id, lease.holder, lease.token)
                 async with self.conn.execute(self._lease_sql, params) as cursor:
                     held = await cursor.fetchone() is not None
                 if not held:
-                    logger.error(
-                        "thread %s: checkpoint write refused, lease of %s (token %d) was lost",
-                        lease.thread_id,
-                        lease.holder,
-                        lease.token,
-                    )
-                    raise LeaseLostError(lease.thread_id)
+                    raise lease.refuse()
                 yield
             except BaseException:
-                if self.conn.in_transaction:
-                    await self.conn.rollback()
+                await rollback(self.conn, "checkpoint write", lease.thread_id)
                 raise
             if self.conn.in_transaction:  # the stock write commits; this is a safety net
                 await self.conn.commit()

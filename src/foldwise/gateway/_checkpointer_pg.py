@@ -5,7 +5,6 @@ Kept apart from `foldwise.gateway._checkpointer` because psycopg is an optional 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,12 +15,9 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg_pool import AsyncConnectionPool
 
-from foldwise.gateway._errors import LeaseLostError
 from foldwise.gateway._leases import Lease, lease_of
 
 __all__ = ["FencedPostgresSaver"]
-
-logger = logging.getLogger(__name__)
 
 
 class FencedPostgresSaver(AsyncPostgresSaver):
@@ -81,11 +77,5 @@ class FencedPostgresSaver(AsyncPostgresSaver):
                 (lease.thread_id, lease.holder, lease.token),
             )
             if await cursor.fetchone() is None:
-                logger.error(
-                    "thread %s: checkpoint write refused, lease of %s (token %d) was lost",
-                    lease.thread_id,
-                    lease.holder,
-                    lease.token,
-                )
-                raise LeaseLostError(lease.thread_id)
+                raise lease.refuse()
             yield AsyncPostgresSaver(conn, serde=self.serde)

@@ -61,17 +61,28 @@ class Lease:
     holder: str
     token: int
     storage: GatewayStorage = field(repr=False, compare=False)
+    _watchers: list[Callable[[], None]] = field(default_factory=list, repr=False, compare=False)
+
+    def watch(self, on_lost: Callable[[], None]) -> None:
+        """Call `on_lost` when a write under this lease is refused (the lease was lost)."""
+        self._watchers.append(on_lost)
+
+    def refuse(self) -> LeaseLostError:
+        """Log a refused write, tell the watchers, and return the error to raise."""
+        logger.error(
+            "thread %s: write refused, the lease of %s (token %d) was lost",
+            self.thread_id,
+            self.holder,
+            self.token,
+        )
+        for on_lost in self._watchers:
+            on_lost()
+        return LeaseLostError(self.thread_id)
 
     async def verify(self) -> None:
         """Raise `LeaseLostError` unless the lease is still this holder's, live, same token."""
         if not await self.storage.holds_thread_lock(self.thread_id, self.holder, self.token):
-            logger.error(
-                "thread %s: write refused, lease of %s (token %d) was lost",
-                self.thread_id,
-                self.holder,
-                self.token,
-            )
-            raise LeaseLostError(self.thread_id)
+            raise self.refuse()
 
 
 def lease_of(config: Any) -> Lease | None:
@@ -140,6 +151,12 @@ class ThreadLeases:
         """
         lease = self._held.get((thread_id, holder))
         return {} if lease is None else {LEASE_KEY: lease}
+
+    def watch(self, thread_id: str, holder: str, on_lost: Callable[[], None]) -> None:
+        """Call `on_lost` when a fenced write under `holder`'s lease is refused."""
+        lease = self._held.get((thread_id, holder))
+        if lease is not None:
+            lease.watch(on_lost)
 
     async def keep_alive(self, thread_id: str, holder: str, on_lost: Callable[[], None]) -> None:
         """Renew the lease every `ttl / 3` seconds until cancelled; call `on_lost` if it is lost.

@@ -294,6 +294,7 @@ class RunManager:
             run.lease_lost = True
             run.cancel()
 
+        self.leases.watch(run.thread_id, run.run_id, on_lost)  # a fenced write was refused
         keeper = asyncio.create_task(self.leases.keep_alive(run.thread_id, run.run_id, on_lost))
         requested = set(spec.stream_modes)
         modes = ["values"]
@@ -331,7 +332,7 @@ class RunManager:
         except Exception as error:
             status = "error"
             run.error = error
-            run.lease_lost = isinstance(error, LeaseLostError)  # a fenced write was refused
+            run.lease_lost = run.lease_lost or isinstance(error, LeaseLostError)
             logger.exception("run %s on thread %s failed", run.run_id, run.thread_id)
         finally:
             keeper.cancel()

@@ -29,7 +29,7 @@ from foldwise.gateway.storage._dialect import Dialect, Row, not_open
 from foldwise.gateway.storage._migrations import Migration
 from foldwise.gateway.storage._sql import SqlGatewayStorage
 
-__all__ = ["SqliteDialect", "SqliteGatewayStorage"]
+__all__ = ["SqliteDialect", "SqliteGatewayStorage", "rollback"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,22 @@ class _Session:
 
     async def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
         await self._conn.executemany(query, rows)
+
+
+async def rollback(conn: aiosqlite.Connection, operation: str, thread_id: str | None) -> None:
+    """Roll back whatever transaction a failed or cancelled write left open.
+
+    Always sent, never judged by `in_transaction`: a write cancelled while its ``BEGIN`` was
+    queued still runs that ``BEGIN`` later, and aiosqlite runs requests in order, so only an
+    unconditional ``ROLLBACK`` queued behind it keeps the connection usable.
+    """
+    try:
+        await conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        if "no transaction is active" not in str(exc):
+            logger.exception("rollback after a failed %s on thread %s failed", operation, thread_id)
+    except sqlite3.Error:
+        logger.exception("rollback after a failed %s on thread %s failed", operation, thread_id)
 
 
 class SqliteDialect(Dialect):
@@ -150,21 +166,13 @@ class SqliteDialect(Dialect):
             if conn is None:
                 raise not_open(operation, thread_id)
             with wrap_errors(operation, thread_id, _ERRORS):
-                await conn.execute("BEGIN IMMEDIATE")
                 try:
+                    await conn.execute("BEGIN IMMEDIATE")
                     yield _Session(conn)
                     await conn.execute("COMMIT")
                 except BaseException:
-                    await self._rollback(conn, operation, thread_id)
+                    await rollback(conn, operation, thread_id)
                     raise
-
-    @staticmethod
-    async def _rollback(conn: aiosqlite.Connection, operation: str, thread_id: str | None) -> None:
-        try:
-            if conn.in_transaction:
-                await conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            logger.exception("rollback after a failed %s on thread %s failed", operation, thread_id)
 
     # values ----------------------------------------------------------------------------------
 
