@@ -64,7 +64,7 @@ class Lease:
     _watchers: list[Callable[[], None]] = field(default_factory=list, repr=False, compare=False)
 
     def watch(self, on_lost: Callable[[], None]) -> None:
-        """Call `on_lost` when a write under this lease is refused (the lease was lost)."""
+        """Call `on_lost` at the first refused write under this lease (the lease was lost)."""
         self._watchers.append(on_lost)
 
     def refuse(self) -> LeaseLostError:
@@ -75,7 +75,10 @@ class Lease:
             self.holder,
             self.token,
         )
-        for on_lost in self._watchers:
+        # Once: later refusals (other writes in flight) must not cancel the operation's cleanup.
+        watchers = list(self._watchers)
+        self._watchers.clear()
+        for on_lost in watchers:
             on_lost()
         return LeaseLostError(self.thread_id)
 
