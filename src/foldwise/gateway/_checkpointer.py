@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -53,7 +53,7 @@ from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage import SqlGatewayStorage, open_storage
 from foldwise.gateway.storage._sqlite import rollback
 
-__all__ = ["FencedSqliteSaver", "open_checkpointer", "safe_serializer"]
+__all__ = ["FencedSqliteSaver", "FencedWrites", "open_checkpointer", "safe_serializer"]
 
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _BUSY_TIMEOUT_MS = 5000
@@ -88,7 +88,50 @@ def _postgres_target(url: str) -> tuple[str, str | None]:
     return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment)), schema
 
 
-class FencedSqliteSaver(AsyncSqliteSaver):
+class FencedWrites(BaseCheckpointSaver[str]):
+    """Mixin: `aput` / `aput_writes` under a `Lease` run inside `_fenced`, or not at all.
+
+    `_fenced(lease)` opens the write's transaction, checks the lease in it (raising
+    `LeaseLostError` when it is lost) and yields a stock saver bound to that transaction.
+    Writes without a lease go to the stock saver unchanged.
+    """
+
+    def _fenced(
+        self, lease: Lease
+    ) -> AbstractAsyncContextManager[BaseCheckpointSaver[str]]:  # pragma: no cover
+        raise NotImplementedError
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save a checkpoint; under a lost lease raise `LeaseLostError` and save nothing."""
+        lease = lease_of(config)
+        if lease is None:
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        async with self._fenced(lease) as writer:
+            return await writer.aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Save pending writes; under a lost lease raise `LeaseLostError` and save nothing."""
+        lease = lease_of(config)
+        if lease is None:
+            await super().aput_writes(config, writes, task_id, task_path)
+            return
+        async with self._fenced(lease) as writer:
+            await writer.aput_writes(config, writes, task_id, task_path)
+
+
+class FencedSqliteSaver(FencedWrites, AsyncSqliteSaver):
     """`AsyncSqliteSaver` whose writes under a `Lease` commit only while the lease holds.
 
     Args:
@@ -107,43 +150,13 @@ class FencedSqliteSaver(AsyncSqliteSaver):
         self._writer = AsyncSqliteSaver(conn, serde=serde)
         self._writer.is_setup = True
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Save a checkpoint; under a lost lease raise `LeaseLostError` and save nothing."""
-        lease = lease_of(config)
-        if lease is None:
-            return await super().aput(config, checkpoint, metadata, new_versions)
-        await self.setup()
-        async with self._fenced(lease):
-            return await self._writer.aput(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Save pending writes; under a lost lease raise `LeaseLostError` and save nothing."""
-        lease = lease_of(config)
-        if lease is None:
-            await super().aput_writes(config, writes, task_id, task_path)
-            return
-        await self.setup()
-        async with self._fenced(lease):
-            await self._writer.aput_writes(config, writes, task_id, task_path)
-
     @asynccontextmanager
-    async def _fenced(self, lease: Lease) -> AsyncIterator[None]:
+    async def _fenced(self, lease: Lease) -> AsyncIterator[BaseCheckpointSaver[str]]:
+        await self.setup()
         async with self.lock:
             if self._lease_sql is None:
                 await lease.verify()
-                yield
+                yield self._writer
                 return
             try:
                 await self.conn.execute("BEGIN IMMEDIATE")
@@ -152,7 +165,7 @@ class FencedSqliteSaver(AsyncSqliteSaver):
                     held = await cursor.fetchone() is not None
                 if not held:
                     raise lease.refuse()
-                yield
+                yield self._writer
             except BaseException:
                 await rollback(self.conn, "checkpoint write", lease.thread_id)
                 raise

@@ -5,22 +5,22 @@ Kept apart from `foldwise.gateway._checkpointer` because psycopg is an optional 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg_pool import AsyncConnectionPool
 
-from foldwise.gateway._leases import Lease, lease_of
+from foldwise.gateway._checkpointer import FencedWrites
+from foldwise.gateway._leases import Lease
 
 __all__ = ["FencedPostgresSaver"]
 
 
-class FencedPostgresSaver(AsyncPostgresSaver):
+class FencedPostgresSaver(FencedWrites, AsyncPostgresSaver):
     """`AsyncPostgresSaver` whose writes under a `Lease` commit only while the lease holds.
 
     A fenced write takes one pooled connection, opens a transaction, share-locks the lease row
@@ -40,37 +40,8 @@ class FencedPostgresSaver(AsyncPostgresSaver):
         self._pool = pool
         self._lease_sql = lease_sql
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Save a checkpoint; under a lost lease raise `LeaseLostError` and save nothing."""
-        lease = lease_of(config)
-        if lease is None:
-            return await super().aput(config, checkpoint, metadata, new_versions)
-        async with self._fenced(lease) as writer:
-            return await writer.aput(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Save pending writes; under a lost lease raise `LeaseLostError` and save nothing."""
-        lease = lease_of(config)
-        if lease is None:
-            await super().aput_writes(config, writes, task_id, task_path)
-            return
-        async with self._fenced(lease) as writer:
-            await writer.aput_writes(config, writes, task_id, task_path)
-
     @asynccontextmanager
-    async def _fenced(self, lease: Lease) -> AsyncIterator[AsyncPostgresSaver]:
+    async def _fenced(self, lease: Lease) -> AsyncIterator[BaseCheckpointSaver[str]]:
         async with self._pool.connection() as conn, conn.transaction():
             cursor = await conn.execute(
                 self._lease_sql,
