@@ -10,22 +10,50 @@ Checkpoints are read with LangGraph's strict msgpack mode (the `LANGGRAPH_STRICT
 behaviour, whatever the environment says): only LangGraph's built-in allowlist of safe types
 (messages, datetimes, LangGraph's own types) is ever reconstructed, so a tampered checkpoint
 row cannot make the gateway import and call arbitrary code.
+
+Writes are fenced by thread leases (`foldwise.gateway._leases`). When the config of a write
+(`aput`, `aput_writes`) carries a `Lease`, the write commits only if the lease row still names
+that holder and fencing token and has not expired, checked in the same transaction:
+
+- SQLite file: the check and the write run in one ``BEGIN IMMEDIATE`` transaction on the
+  checkpointer's connection; the lease row is in the same file, and SQLite's single writer
+  lock keeps any takeover out until the commit.
+- Postgres: the check (``SELECT ... FOR SHARE`` on the lease row, which blocks a takeover's
+  update until commit) and the write run in one transaction on one pooled connection.
+- ``memory://``: the checkpointer's database is not the gateway tables' database, so the
+  check goes through the gateway storage right before the write, under the checkpointer's
+  lock (no other checkpoint write can interleave, but the check is not in the write's
+  transaction). ``memory://`` is single-process and meant for tests.
+
+A lost lease raises `LeaseLostError` (409) and writes nothing.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+import aiosqlite
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+)
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-__all__ = ["open_checkpointer", "safe_serializer"]
+from foldwise.gateway._leases import Lease, lease_of
+from foldwise.gateway.storage import SqlGatewayStorage, open_storage
+from foldwise.gateway.storage._sqlite import rollback
+
+__all__ = ["FencedSqliteSaver", "FencedWrites", "open_checkpointer", "safe_serializer"]
 
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _BUSY_TIMEOUT_MS = 5000
@@ -60,15 +88,105 @@ def _postgres_target(url: str) -> tuple[str, str | None]:
     return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment)), schema
 
 
+class FencedWrites(BaseCheckpointSaver[str]):
+    """Mixin: `aput` / `aput_writes` under a `Lease` run inside `_fenced`, or not at all.
+
+    `_fenced(lease)` opens the write's transaction, checks the lease in it (raising
+    `LeaseLostError` when it is lost) and yields a stock saver bound to that transaction.
+    Writes without a lease go to the stock saver unchanged.
+    """
+
+    def _fenced(
+        self, lease: Lease
+    ) -> AbstractAsyncContextManager[BaseCheckpointSaver[str]]:  # pragma: no cover
+        raise NotImplementedError
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save a checkpoint; under a lost lease raise `LeaseLostError` and save nothing."""
+        lease = lease_of(config)
+        if lease is None:
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        async with self._fenced(lease) as writer:
+            return await writer.aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Save pending writes; under a lost lease raise `LeaseLostError` and save nothing."""
+        lease = lease_of(config)
+        if lease is None:
+            await super().aput_writes(config, writes, task_id, task_path)
+            return
+        async with self._fenced(lease) as writer:
+            await writer.aput_writes(config, writes, task_id, task_path)
+
+
+class FencedSqliteSaver(FencedWrites, AsyncSqliteSaver):
+    """`AsyncSqliteSaver` whose writes under a `Lease` commit only while the lease holds.
+
+    Args:
+        conn: The checkpointer's connection.
+        serde: The serializer.
+        lease_sql: The storage's lease check (`SqlGatewayStorage.lease_check_sql`) when the
+            lease rows are in this database; `None` to check through the gateway storage.
+    """
+
+    def __init__(
+        self, conn: aiosqlite.Connection, *, serde: JsonPlusSerializer, lease_sql: str | None
+    ) -> None:
+        super().__init__(conn, serde=serde)
+        self._lease_sql = lease_sql
+        # Runs the stock write inside our transaction (it commits it); our lock guards it.
+        self._writer = AsyncSqliteSaver(conn, serde=serde)
+        self._writer.is_setup = True
+
+    @asynccontextmanager
+    async def _fenced(self, lease: Lease) -> AsyncIterator[BaseCheckpointSaver[str]]:
+        await self.setup()
+        async with self.lock:
+            if self._lease_sql is None:
+                await lease.verify()
+                yield self._writer
+                return
+            try:
+                await self.conn.execute("BEGIN IMMEDIATE")
+                params = (lease.thread_id, lease.holder, lease.token)
+                async with self.conn.execute(self._lease_sql, params) as cursor:
+                    held = await cursor.fetchone() is not None
+                if not held:
+                    raise lease.refuse()
+                yield self._writer
+            except BaseException:
+                await rollback(self.conn, "checkpoint write", lease.thread_id)
+                raise
+            if self.conn.in_transaction:  # the stock write commits; this is a safety net
+                await self.conn.commit()
+
+
+def _lease_check_sql(url: str) -> str:
+    storage = open_storage(url)  # not connected: only its dialect's SQL is read
+    assert isinstance(storage, SqlGatewayStorage)
+    return storage.lease_check_sql()
+
+
 @asynccontextmanager
 async def _sqlite_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    import aiosqlite
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-    conn = await aiosqlite.connect(_sqlite_path(url))
+    path = _sqlite_path(url)
+    conn = await aiosqlite.connect(path)
     try:
         await conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        saver = AsyncSqliteSaver(conn, serde=safe_serializer())
+        lease_sql = None if path == ":memory:" else _lease_check_sql(url)
+        saver = FencedSqliteSaver(conn, serde=safe_serializer(), lease_sql=lease_sql)
         await saver.setup()
         yield saver
     finally:
@@ -77,10 +195,11 @@ async def _sqlite_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
 
 @asynccontextmanager
 async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg import AsyncConnection, sql
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
+
+    from foldwise.gateway._checkpointer_pg import FencedPostgresSaver
 
     dsn, schema = _postgres_target(url)
     kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
@@ -91,7 +210,7 @@ async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     )
     await pool.open(wait=True, timeout=10)
     try:
-        saver = AsyncPostgresSaver(pool, serde=safe_serializer())
+        saver = FencedPostgresSaver(pool, serde=safe_serializer(), lease_sql=_lease_check_sql(url))
         key = f"foldwise:checkpointer-setup:{schema or ''}"
         async with await AsyncConnection.connect(dsn, autocommit=True) as lock_conn:
             if schema is not None:
@@ -116,7 +235,7 @@ async def open_checkpointer(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]
         url: `storage.url`: ``sqlite:///path``, ``memory://`` or ``postgresql://...``.
 
     Yields:
-        An `AsyncSqliteSaver` or `AsyncPostgresSaver`.
+        An `AsyncSqliteSaver` or `AsyncPostgresSaver` whose writes are fenced by leases.
 
     Raises:
         ValueError: An unsupported URL.

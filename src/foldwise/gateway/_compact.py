@@ -2,7 +2,9 @@
 
 Manual compaction runs the same planner and summarizer candidates as the automatic path
 (`foldwise.acompact_thread_outcome`) under the thread's lease, writes one checkpoint when it
-compacts, and stores the receipt with a transcript marker in one transaction.
+compacts, and stores the receipt with a transcript marker in one transaction. The checkpoint
+write is fenced by the lease (the checkpointer checks it in the write's own transaction), and
+the receipt is stored only after that write committed.
 """
 
 from __future__ import annotations
@@ -83,9 +85,10 @@ async def compact_thread(
         raise CompactionDisabledError(
             "context compaction is disabled for this agent (summarization.enabled: false)"
         )
-    config = {"configurable": {"thread_id": thread_id}}
     storage = gateway.storage
     async with gateway.runs.exclusive(thread_id, "compact", graph=hosted.graph) as operation_id:
+        fence = gateway.runs.leases.fence(thread_id, operation_id)
+        config = {"configurable": {"thread_id": thread_id, **fence}}
         assistant = body.assistant_id or str(record.metadata.get("assistant_id") or "agent")
         await storage.create_run(
             thread_id,
@@ -105,8 +108,7 @@ async def compact_thread(
         try:
 
             async def still_ours() -> None:
-                # The summary may have taken a while: make sure the lease is still ours right
-                # before the one checkpoint write (a lost lease raises and nothing is written).
+                # Fail fast if the lease went while the summary ran (the write is fenced too).
                 renewed = await storage.renew_thread_lock(
                     thread_id, operation_id, gateway.runs.leases.ttl
                 )

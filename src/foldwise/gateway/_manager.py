@@ -272,7 +272,11 @@ class RunManager:
 
     def _run_config(self, run_id: str, spec: RunSpec) -> RunnableConfig:
         config: RunnableConfig = {
-            "configurable": {"thread_id": spec.thread_id},
+            # The lease rides along so the checkpointer commits only while this run holds it.
+            "configurable": {
+                "thread_id": spec.thread_id,
+                **self.leases.fence(spec.thread_id, run_id),
+            },
             "run_id": uuid.UUID(run_id),
             "metadata": {
                 "run_id": run_id,
@@ -337,6 +341,7 @@ class RunManager:
             run.lease_lost = True
             run.cancel()
 
+        self.leases.watch(run.thread_id, run.run_id, on_lost)  # a fenced write was refused
         keeper = asyncio.create_task(self.leases.keep_alive(run.thread_id, run.run_id, on_lost))
         requested = set(spec.stream_modes)
         modes = ["values"]
@@ -375,6 +380,7 @@ class RunManager:
         except Exception as error:
             status = "error"
             run.error = error
+            run.lease_lost = run.lease_lost or isinstance(error, LeaseLostError)
             logger.exception("run %s on thread %s failed", run.run_id, run.thread_id)
         finally:
             keeper.cancel()

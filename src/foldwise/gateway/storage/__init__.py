@@ -1,9 +1,10 @@
 """Storage of the gateway's own tables: threads, runs, transcript, receipts, thread leases.
 
-One contract (`GatewayStorage`), two backends (`SqliteGatewayStorage`,
-`PostgresGatewayStorage`), one shared test suite. `open_storage(url)` picks the backend from
-`storage.url`. Thread state itself lives in LangGraph's checkpointer, not here. See
-`docs/storage.md` for the schema, migrations, multi-worker deployment and lease semantics.
+One contract (`GatewayStorage`), one SQL implementation (`SqlGatewayStorage`) with a dialect
+per database (`SqliteGatewayStorage`, `PostgresGatewayStorage`), one shared test suite.
+`open_storage(url)` picks the backend from `storage.url`. Thread state itself lives in
+LangGraph's checkpointer, not here. See `docs/storage.md` for the schema, migrations,
+multi-worker deployment and lease semantics.
 
 Example:
     ```python
@@ -42,6 +43,7 @@ from foldwise.gateway.storage._records import (
     TranscriptEntry,
     TranscriptEvent,
 )
+from foldwise.gateway.storage._sql import SqlGatewayStorage
 from foldwise.gateway.storage._sqlite import SqliteGatewayStorage
 
 if TYPE_CHECKING:
@@ -62,6 +64,7 @@ __all__ = [
     "RunKind",
     "RunRecord",
     "RunStatus",
+    "SqlGatewayStorage",
     "SqliteGatewayStorage",
     "ThreadExistsError",
     "ThreadLock",

@@ -1,4 +1,4 @@
-"""Pieces shared by the two backends: lifecycle, error wrapping and row conversion."""
+"""Argument checks, error wrapping and row conversion used by `SqlGatewayStorage`."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, NamedTuple, Self, cast
+from typing import Any, NamedTuple, cast
 
 from foldwise.gateway.storage._codec import check_holder, check_ttl, clean_text, dumps
 from foldwise.gateway.storage._errors import GatewayStorageError
@@ -35,7 +34,6 @@ __all__ = [
     "THREAD_COLUMNS",
     "TRANSCRIPT_COLUMNS",
     "PreparedEvent",
-    "StorageBase",
     "check_finish_args",
     "check_lock_args",
     "check_run_args",
@@ -55,32 +53,6 @@ logger = logging.getLogger(__name__)
 
 Row = Sequence[Any]
 ToTime = Callable[[Any], datetime]
-
-
-class StorageBase:
-    """Lifecycle shared by the backends: `async with storage:` runs `setup` and `aclose`."""
-
-    backend: str = ""
-
-    async def setup(self) -> None:  # pragma: no cover - overridden
-        """Connect and migrate."""
-        raise NotImplementedError
-
-    async def aclose(self) -> None:  # pragma: no cover - overridden
-        """Close connections."""
-        raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 @contextmanager
@@ -244,13 +216,14 @@ def receipt_from_row(
 
 
 def lock_from_row(row: Row, to_time: ToTime) -> ThreadLock:
-    """Build a `ThreadLock` from ``(thread_id, holder, kind, acquired_at, expires_at)``."""
+    """Build a `ThreadLock` from the `LOCK_COLUMNS` order."""
     return ThreadLock(
         thread_id=row[0],
         holder=row[1],
         kind=row[2],
         acquired_at=to_time(row[3]),
         expires_at=to_time(row[4]),
+        token=int(row[5]),
     )
 
 
@@ -260,4 +233,4 @@ RUN_COLUMNS = (
 )
 TRANSCRIPT_COLUMNS = "thread_id, seq, kind, run_id, message_id, message, created_at"
 RECEIPT_COLUMNS = "receipt_id, thread_id, run_id, receipt, created_at"
-LOCK_COLUMNS = "thread_id, holder, kind, acquired_at, expires_at"
+LOCK_COLUMNS = "thread_id, holder, kind, acquired_at, expires_at, token"

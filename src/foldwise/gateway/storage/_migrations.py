@@ -3,7 +3,7 @@
 A migration is applied once per database (SQLite file or Postgres schema) and recorded in
 `schema_migrations`. Never edit a released migration: append a new one with the next number.
 Postgres statements name tables as ``{schema}.table``; the backend substitutes the quoted
-schema identifier with `psycopg.sql`, so statements must not contain other braces.
+schema identifier. Statements must not contain ``?`` (Postgres placeholders are rewritten).
 """
 
 from __future__ import annotations
@@ -146,9 +146,16 @@ _POSTGRES_0002 = (
         WHERE receipt_key IS NOT NULL""",
 )
 
+# Lease fencing: every acquisition of a thread's lease counts the token up by one; released
+# leases keep their row (expired, without a holder) so the count survives them.
+_SQLITE_0003 = ("ALTER TABLE thread_locks ADD COLUMN token INTEGER NOT NULL DEFAULT 0",)
+
+_POSTGRES_0003 = ("ALTER TABLE {schema}.thread_locks ADD COLUMN token BIGINT NOT NULL DEFAULT 0",)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "threads, runs, transcript, receipts, thread locks", _SQLITE_0001, _POSTGRES_0001),
     Migration(2, "receipts are unique per thread by their own id", _SQLITE_0002, _POSTGRES_0002),
+    Migration(3, "thread leases carry a fencing token", _SQLITE_0003, _POSTGRES_0003),
 )
 """Every migration, in order."""
 

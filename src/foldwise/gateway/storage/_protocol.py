@@ -177,6 +177,16 @@ class GatewayStorage(Protocol):
         """Take the thread's lease if it is free or expired; `False` if someone holds it."""
         ...
 
+    async def acquire_thread_lease(
+        self, thread_id: str, holder: str, kind: str, ttl_seconds: float
+    ) -> ThreadLock | None:
+        """Like `acquire_thread_lock`, returning the lease taken (with its fencing token)."""
+        ...
+
+    async def holds_thread_lock(self, thread_id: str, holder: str, token: int) -> bool:
+        """Whether `holder` still holds the thread's live lease with fencing `token`."""
+        ...
+
     async def renew_thread_lock(self, thread_id: str, holder: str, ttl_seconds: float) -> bool:
         """Extend the lease to now + ttl if `holder` still holds it."""
         ...

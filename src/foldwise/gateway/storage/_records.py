@@ -172,6 +172,9 @@ class ThreadLock:
         kind: What it is held for, e.g. `run` or `compact`.
         acquired_at: When the current holder took it (timezone-aware UTC).
         expires_at: When it lapses unless renewed (timezone-aware UTC).
+        token: The fencing token: it grows by one with every acquisition of the thread's
+            lease, so a write can check that the lease it was started under is still the
+            current one.
     """
 
     thread_id: str
@@ -179,3 +182,4 @@ class ThreadLock:
     kind: str
     acquired_at: datetime
     expires_at: datetime
+    token: int = 0

@@ -1,70 +1,215 @@
-"""SQLite implementation of `GatewayStorage` (aiosqlite).
+"""SQLite dialect of `SqlGatewayStorage` (aiosqlite), and `SqliteGatewayStorage`.
 
 One connection per instance, serialized by an `asyncio.Lock`. Every write runs in
 ``BEGIN IMMEDIATE``, which takes SQLite's single writer lock up front: concurrent writers in
 other connections or processes wait (up to `busy_timeout_ms`) instead of failing half-way, and
 the per-thread transcript `seq` is assigned under that lock. WAL journal, foreign keys on,
 ``synchronous=FULL`` by default (a committed transaction survives power loss, not only a
-process crash).
+process crash). Row times are fixed-width UTC ISO text; lease times are epoch seconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import sqlite3
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
 
 import aiosqlite
 
-from foldwise.gateway.storage._base import (
-    LOCK_COLUMNS,
-    RECEIPT_COLUMNS,
-    RUN_COLUMNS,
-    THREAD_COLUMNS,
-    TRANSCRIPT_COLUMNS,
-    PreparedEvent,
-    check_finish_args,
-    check_lock_args,
-    check_run_args,
-    check_thread_status,
-    dedupe_events,
-    encode_metadata,
-    lock_from_row,
-    prepare_events,
-    receipt_from_row,
-    run_from_row,
-    thread_from_row,
-    transcript_from_row,
-)
-from foldwise.gateway.storage._codec import check_page, dumps, loads_object, utcnow
-from foldwise.gateway.storage._errors import RunExistsError, ThreadExistsError
-from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
-from foldwise.gateway.storage._protocol import ThreadSortKey
-from foldwise.gateway.storage._records import (
-    ReceiptRecord,
-    RunKind,
-    RunRecord,
-    RunStatus,
-    ThreadLock,
-    ThreadRecord,
-    ThreadStatus,
-    TranscriptEntry,
-    TranscriptEvent,
-)
-from foldwise.gateway.storage._sqlite_base import SqliteBase, from_epoch, from_text, to_text
+from foldwise.gateway.storage._base import wrap_errors
+from foldwise.gateway.storage._codec import json_contains
+from foldwise.gateway.storage._dialect import Dialect, Row, not_open
+from foldwise.gateway.storage._migrations import Migration
+from foldwise.gateway.storage._sql import SqlGatewayStorage
 
-__all__ = ["SqliteGatewayStorage"]
+__all__ = ["SqliteDialect", "SqliteGatewayStorage", "rollback"]
 
 logger = logging.getLogger(__name__)
 
-_ORDER = {
-    "created_at": "created_at DESC, thread_id DESC",
-    "updated_at": "updated_at DESC, thread_id DESC",
-}
+_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+_MEMORY = ":memory:"
 
 
-class SqliteGatewayStorage(SqliteBase):
+class _Session:
+    """`Session` over the aiosqlite connection (its placeholders are already ``?``)."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def fetchone(self, query: str, params: Sequence[Any] = ()) -> Row | None:
+        async with self._conn.execute(query, params) as cursor:
+            row = await cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    async def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
+        async with self._conn.execute(query, params) as cursor:
+            return [tuple(row) for row in await cursor.fetchall()]
+
+    async def execute(self, query: str, params: Sequence[Any] = ()) -> int:
+        async with self._conn.execute(query, params) as cursor:
+            return int(cursor.rowcount)
+
+    async def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._conn.executemany(query, rows)
+
+
+async def rollback(conn: aiosqlite.Connection, operation: str, thread_id: str | None) -> None:
+    """Roll back whatever transaction a failed or cancelled write left open.
+
+    Always sent, never judged by `in_transaction`: a write cancelled while its ``BEGIN`` was
+    queued still runs that ``BEGIN`` later, and aiosqlite runs requests in order, so only an
+    unconditional ``ROLLBACK`` queued behind it keeps the connection usable.
+    """
+    try:
+        await conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        if "no transaction is active" not in str(exc):
+            logger.exception("rollback after a failed %s on thread %s failed", operation, thread_id)
+    except sqlite3.Error:
+        logger.exception("rollback after a failed %s on thread %s failed", operation, thread_id)
+
+
+class SqliteDialect(Dialect):
+    """SQLite: one aiosqlite connection, ``BEGIN IMMEDIATE`` writes, epoch-second leases."""
+
+    backend = "sqlite"
+    json_param = "?"
+    now = "((julianday('now') - 2440587.5) * 86400.0)"
+    later = "((julianday('now') - 2440587.5) * 86400.0 + ?)"
+
+    def __init__(self, path: str, *, busy_timeout_ms: int, synchronous: str) -> None:
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._synchronous = synchronous
+        self._conn: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return repr(self.path)
+
+    # connection ------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the connection once, with the pragmas and the JSON containment function."""
+        async with self._lock:
+            if self._conn is not None:
+                return
+            with wrap_errors("setup", None, _ERRORS):
+                if self.path != _MEMORY:
+                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                conn = await aiosqlite.connect(self.path, isolation_level=None)
+                try:
+                    await conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+                    if self.path != _MEMORY:
+                        await self._enable_wal(conn)
+                    await conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                    await conn.execute("PRAGMA foreign_keys = ON")
+                    await conn.create_function(
+                        "foldwise_json_contains", 2, json_contains, deterministic=True
+                    )
+                except BaseException:
+                    await conn.close()
+                    raise
+            self._conn = conn
+
+    async def _enable_wal(self, conn: aiosqlite.Connection) -> None:
+        # Switching a fresh file to WAL needs an exclusive lock and SQLite answers SQLITE_BUSY
+        # at once (without the busy handler) while another connection is setting up, so retry
+        # until the busy timeout. The mode is persistent: later opens find it already set.
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        delay = 0.005
+        while True:
+            try:
+                async with conn.execute("PRAGMA journal_mode = WAL") as cursor:
+                    row = await cursor.fetchone()
+                break
+            except sqlite3.OperationalError as exc:
+                code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+                if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.1)
+        if row is None or str(row[0]).lower() != "wal":
+            logger.warning("SQLite %s did not switch to WAL (journal mode %s)", self.path, row)
+
+    async def close(self) -> None:
+        """Close the connection; safe to call twice."""
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with wrap_errors("aclose", None, _ERRORS):
+                    await conn.close()
+
+    @asynccontextmanager
+    async def read(self, operation: str, thread_id: str | None) -> AsyncIterator[_Session]:
+        """The connection, outside a transaction."""
+        async with self._lock:
+            if self._conn is None:
+                raise not_open(operation, thread_id)
+            with wrap_errors(operation, thread_id, _ERRORS):
+                yield _Session(self._conn)
+
+    @asynccontextmanager
+    async def write(self, operation: str, thread_id: str | None) -> AsyncIterator[_Session]:
+        """The connection inside ``BEGIN IMMEDIATE`` (the database's one writer lock)."""
+        async with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise not_open(operation, thread_id)
+            with wrap_errors(operation, thread_id, _ERRORS):
+                try:
+                    await conn.execute("BEGIN IMMEDIATE")
+                    yield _Session(conn)
+                    await conn.execute("COMMIT")
+                except BaseException:
+                    await rollback(conn, operation, thread_id)
+                    raise
+
+    # values ----------------------------------------------------------------------------------
+
+    def to_time(self, moment: datetime) -> str:
+        """Fixed-width UTC ISO text, which sorts chronologically."""
+        return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+    def from_time(self, value: Any) -> datetime:
+        """Read a time stored by `to_time`."""
+        return datetime.fromisoformat(value).astimezone(UTC)
+
+    def from_lease_time(self, value: Any) -> datetime:
+        """Read a lease time stored as epoch seconds."""
+        return datetime.fromtimestamp(float(value), UTC)
+
+    def json_contains(self, column: str) -> str:
+        """Postgres ``@>`` semantics through the registered Python function."""
+        return f"foldwise_json_contains({column}, ?)"
+
+    # migrations ------------------------------------------------------------------------------
+
+    def setup_statements(self) -> Sequence[tuple[str, Sequence[Any]]]:
+        """Create the migration ledger (``BEGIN IMMEDIATE`` already serializes setups)."""
+        return [
+            (
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+                (),
+            )
+        ]
+
+    def migration_statements(self, migration: Migration) -> Sequence[str]:
+        """The migration's SQLite statements."""
+        return migration.sqlite
+
+
+class SqliteGatewayStorage(SqlGatewayStorage):
     """Gateway tables in one SQLite file (or in memory).
 
     Several instances (or processes) may open the same file; writes serialize on SQLite's
@@ -78,352 +223,23 @@ class SqliteGatewayStorage(SqliteBase):
             application crashes only, faster).
     """
 
-    # threads ---------------------------------------------------------------------------------
-
-    def _thread(self, row: Any) -> ThreadRecord:
-        return thread_from_row(row, from_text, loads_object)
-
-    async def create_thread(
-        self, thread_id: str, metadata: Mapping[str, Any] | None = None
-    ) -> ThreadRecord:
-        """Create an `idle` thread; raise `ThreadExistsError` when the id is taken."""
-        tid = validate_thread_id(thread_id)
-        meta = encode_metadata(metadata)
-        now = to_text(utcnow())
-        async with self._write("create_thread", tid) as conn:
-            cursor = await conn.execute(
-                "INSERT INTO threads (thread_id, created_at, updated_at, metadata, status) "
-                "VALUES (?, ?, ?, ?, 'idle') ON CONFLICT (thread_id) DO NOTHING",
-                (tid, now, now, meta),
-            )
-            if cursor.rowcount == 0:
-                raise ThreadExistsError(tid)
-        return self._thread((tid, now, now, meta, "idle"))
-
-    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
-        """Return the thread, or `None`."""
-        tid = validate_thread_id(thread_id)
-        async with self._read("get_thread", tid) as conn:
-            row = await self._fetchone(
-                conn, f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread_id = ?", (tid,)
-            )
-        return None if row is None else self._thread(row)
-
-    async def update_thread(
+    def __init__(
         self,
-        thread_id: str,
+        path: str | os.PathLike[str],
         *,
-        metadata: Mapping[str, Any] | None = None,
-        status: ThreadStatus | None = None,
-    ) -> ThreadRecord | None:
-        """Shallow-merge `metadata` into the thread's and/or set `status`; `None` if missing."""
-        tid = validate_thread_id(thread_id)
-        check_thread_status(status)
-        patch = loads_object(encode_metadata(metadata))
-        now = to_text(utcnow())
-        async with self._write("update_thread", tid) as conn:
-            row = await self._fetchone(
-                conn, f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread_id = ?", (tid,)
-            )
-            if row is None:
-                return None
-            merged = dumps({**loads_object(row[3]), **patch})
-            new_status = status or row[4]
-            await conn.execute(
-                "UPDATE threads SET metadata = ?, status = ?, updated_at = ? WHERE thread_id = ?",
-                (merged, new_status, now, tid),
-            )
-        return self._thread((tid, row[1], now, merged, new_status))
-
-    async def delete_thread(self, thread_id: str) -> bool:
-        """Delete the thread and everything recorded for it; `False` if it did not exist."""
-        tid = validate_thread_id(thread_id)
-        async with self._write("delete_thread", tid) as conn:
-            cursor = await conn.execute("DELETE FROM threads WHERE thread_id = ?", (tid,))
-            return cursor.rowcount > 0
-
-    async def search_threads(
-        self,
-        *,
-        metadata: Mapping[str, Any] | None = None,
-        status: ThreadStatus | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        sort_by: ThreadSortKey = "created_at",
-    ) -> list[ThreadRecord]:
-        """Threads whose metadata contains `metadata` (JSON containment), newest first."""
-        check_thread_status(status)
-        check_page(limit, offset)
-        if sort_by not in _ORDER:
-            raise ValueError(f"sort_by must be one of {sorted(_ORDER)}, got {sort_by!r}")
-        params = {
-            "meta": None if not metadata else encode_metadata(metadata),
-            "status": status,
-            "limit": limit,
-            "offset": offset,
-        }
-        query = (
-            f"SELECT {THREAD_COLUMNS} FROM threads "
-            "WHERE (:meta IS NULL OR foldwise_json_contains(metadata, :meta)) "
-            "AND (:status IS NULL OR status = :status) "
-            f"ORDER BY {_ORDER[sort_by]} LIMIT :limit OFFSET :offset"
+        busy_timeout_ms: int = 5000,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError("synchronous must be 'FULL' or 'NORMAL'")
+        if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int):
+            raise ValueError("busy_timeout_ms must be an integer")
+        self._sqlite = SqliteDialect(
+            os.fspath(path), busy_timeout_ms=max(0, busy_timeout_ms), synchronous=synchronous
         )
-        async with self._read("search_threads", None) as conn:
-            rows = await self._fetchall(conn, query, params)
-        return [self._thread(row) for row in rows]
+        super().__init__(self._sqlite)  # the dialect's path is the storage's `path`
 
-    # runs ------------------------------------------------------------------------------------
-
-    def _run(self, row: Any) -> RunRecord:
-        return run_from_row(row, from_text, loads_object)
-
-    async def create_run(
-        self,
-        thread_id: str,
-        run_id: str,
-        assistant_id: str,
-        kind: RunKind = "run",
-        *,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> RunRecord:
-        """Record a `running` run; `ThreadNotFoundError` / `RunExistsError` on conflicts."""
-        assistant = check_run_args(thread_id, run_id, assistant_id, kind)
-        meta = encode_metadata(metadata)
-        now = to_text(utcnow())
-        row = (run_id, thread_id, assistant, kind, "running", None, meta, now, now)
-        async with self._write("create_run", thread_id) as conn:
-            await self._require_thread(conn, thread_id)
-            cursor = await conn.execute(
-                f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (run_id) DO NOTHING",
-                row,
-            )
-            if cursor.rowcount == 0:
-                raise RunExistsError(run_id)
-        return self._run(row)
-
-    async def finish_run(
-        self, run_id: str, status: RunStatus, error: str | None = None
-    ) -> RunRecord | None:
-        """Finish a `running` run; a run already finished is returned unchanged."""
-        error_text = check_finish_args(run_id, status, error)
-        now = to_text(utcnow())
-        async with self._write("finish_run", None) as conn:
-            cursor = await conn.execute(
-                "UPDATE runs SET status = ?, error = ?, updated_at = ? "
-                "WHERE run_id = ? AND status = 'running'",
-                (status, error_text, now, run_id),
-            )
-            changed = cursor.rowcount > 0
-            row = await self._fetchone(
-                conn, f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-            )
-        if row is not None and not changed:
-            logger.warning(
-                "finish_run(%s, %s) on thread %s ignored: the run already finished as %s",
-                run_id,
-                status,
-                row[1],
-                row[4],
-            )
-        return None if row is None else self._run(row)
-
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        """Return the run, or `None`."""
-        validate_run_id(run_id)
-        async with self._read("get_run", None) as conn:
-            row = await self._fetchone(
-                conn, f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-            )
-        return None if row is None else self._run(row)
-
-    async def list_runs(
-        self, thread_id: str, *, limit: int = 100, offset: int = 0
-    ) -> list[RunRecord]:
-        """The thread's runs, newest first."""
-        tid = validate_thread_id(thread_id)
-        check_page(limit, offset)
-        async with self._read("list_runs", tid) as conn:
-            rows = await self._fetchall(
-                conn,
-                f"SELECT {RUN_COLUMNS} FROM runs WHERE thread_id = ? "
-                "ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?",
-                (tid, limit, offset),
-            )
-        return [self._run(row) for row in rows]
-
-    # transcript ------------------------------------------------------------------------------
-
-    async def _append(
-        self, conn: aiosqlite.Connection, thread_id: str, events: Sequence[PreparedEvent]
-    ) -> list[TranscriptEntry]:
-        # Runs inside BEGIN IMMEDIATE: no other writer can interleave until COMMIT.
-        ids = [e.message_id for e in events if e.message_id is not None]
-        stored: set[str] = set()
-        if ids:
-            rows = await self._fetchall(
-                conn,
-                "SELECT message_id FROM transcript_events WHERE thread_id = ? "
-                "AND message_id IN (SELECT value FROM json_each(?))",
-                (thread_id, dumps(ids)),
-            )
-            stored = {row[0] for row in rows}
-        kept = dedupe_events(events, stored)
-        if not kept:
-            return []
-        row = await self._fetchone(
-            conn,
-            "SELECT COALESCE(MAX(seq), 0) FROM transcript_events WHERE thread_id = ?",
-            (thread_id,),
-        )
-        first = int(row[0]) + 1
-        rows_out = [
-            (thread_id, first + i, e.kind, e.run_id, e.message_id, e.message, to_text(e.created_at))
-            for i, e in enumerate(kept)
-        ]
-        await conn.executemany(
-            f"INSERT INTO transcript_events ({TRANSCRIPT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows_out,
-        )
-        return [transcript_from_row(r, from_text, loads_object) for r in rows_out]
-
-    async def append_transcript(
-        self, thread_id: str, events: Sequence[TranscriptEvent]
-    ) -> list[TranscriptEntry]:
-        """Append events atomically with consecutive new `seq` numbers; skip known message ids."""
-        tid = validate_thread_id(thread_id)
-        prepared = prepare_events(events, utcnow())
-        if not prepared:
-            return []
-        async with self._write("append_transcript", tid) as conn:
-            await self._require_thread(conn, tid)
-            return await self._append(conn, tid, prepared)
-
-    async def list_transcript(
-        self, thread_id: str, *, after_seq: int = 0, limit: int = 100
-    ) -> list[TranscriptEntry]:
-        """Entries with `seq > after_seq`, ascending, at most `limit`."""
-        tid = validate_thread_id(thread_id)
-        check_page(limit)
-        if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
-            raise ValueError(f"after_seq must be a non-negative integer, got {after_seq!r}")
-        async with self._read("list_transcript", tid) as conn:
-            rows = await self._fetchall(
-                conn,
-                f"SELECT {TRANSCRIPT_COLUMNS} FROM transcript_events "
-                "WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (tid, after_seq, limit),
-            )
-        return [transcript_from_row(r, from_text, loads_object) for r in rows]
-
-    # receipts --------------------------------------------------------------------------------
-
-    async def add_receipt(
-        self,
-        thread_id: str,
-        receipt: Mapping[str, Any],
-        *,
-        run_id: str | None = None,
-        marker: TranscriptEvent | None = None,
-    ) -> ReceiptRecord:
-        """Store a compaction receipt (and, in the same transaction, an optional marker)."""
-        tid = validate_thread_id(thread_id)
-        if run_id is not None:
-            validate_run_id(run_id)
-        if not isinstance(receipt, Mapping):
-            raise ValueError("receipt must be a mapping (a JSON object)")
-        body = dumps(dict(receipt))
-        now = to_text(utcnow())
-        prepared = prepare_events([marker], utcnow()) if marker is not None else []
-        key = _receipt_key(receipt)
-        async with self._write("add_receipt", tid) as conn:
-            await self._require_thread(conn, tid)
-            if key is not None:
-                existing = await self._fetchall(
-                    conn,
-                    f"SELECT {RECEIPT_COLUMNS} FROM receipts "
-                    "WHERE thread_id = ? AND receipt_key = ?",
-                    (tid, key),
-                )
-                if existing:  # a retry of the same compaction: stored once, marker once
-                    return receipt_from_row(existing[0], from_text, loads_object)
-            cursor = await conn.execute(
-                "INSERT INTO receipts (thread_id, run_id, receipt, created_at, receipt_key) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (tid, run_id, body, now, key),
-            )
-            receipt_id = cursor.lastrowid
-            if prepared:
-                await self._append(conn, tid, prepared)
-        return receipt_from_row((receipt_id, tid, run_id, body, now), from_text, loads_object)
-
-    async def list_receipts(
-        self, thread_id: str, *, limit: int = 100, offset: int = 0
-    ) -> list[ReceiptRecord]:
-        """The thread's receipts, oldest first."""
-        tid = validate_thread_id(thread_id)
-        check_page(limit, offset)
-        async with self._read("list_receipts", tid) as conn:
-            rows = await self._fetchall(
-                conn,
-                f"SELECT {RECEIPT_COLUMNS} FROM receipts WHERE thread_id = ? "
-                "ORDER BY receipt_id LIMIT ? OFFSET ?",
-                (tid, limit, offset),
-            )
-        return [receipt_from_row(r, from_text, loads_object) for r in rows]
-
-    # thread leases ---------------------------------------------------------------------------
-
-    async def acquire_thread_lock(
-        self, thread_id: str, holder: str, kind: str, ttl_seconds: float
-    ) -> bool:
-        """Take the thread's lease if it is free or expired; `False` if someone holds it."""
-        holder_text, kind_text, ttl = check_lock_args(thread_id, holder, kind, ttl_seconds)
-        async with self._write("acquire_thread_lock", thread_id) as conn:
-            await self._require_thread(conn, thread_id)
-            now = time.time()
-            cursor = await conn.execute(
-                f"INSERT INTO thread_locks ({LOCK_COLUMNS}) VALUES (:t, :h, :k, :now, :exp) "
-                "ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder, "
-                "kind = excluded.kind, acquired_at = excluded.acquired_at, "
-                "expires_at = excluded.expires_at WHERE thread_locks.expires_at <= :now",
-                {"t": thread_id, "h": holder_text, "k": kind_text, "now": now, "exp": now + ttl},
-            )
-            return cursor.rowcount > 0
-
-    async def renew_thread_lock(self, thread_id: str, holder: str, ttl_seconds: float) -> bool:
-        """Extend the lease to now + ttl if `holder` still holds it."""
-        holder_text, _, ttl = check_lock_args(thread_id, holder, None, ttl_seconds)
-        async with self._write("renew_thread_lock", thread_id) as conn:
-            cursor = await conn.execute(
-                "UPDATE thread_locks SET expires_at = ? WHERE thread_id = ? AND holder = ?",
-                (time.time() + ttl, thread_id, holder_text),
-            )
-            return cursor.rowcount > 0
-
-    async def release_thread_lock(self, thread_id: str, holder: str) -> bool:
-        """Release the lease if `holder` holds it; `False` otherwise."""
-        holder_text, _, _ = check_lock_args(thread_id, holder)
-        async with self._write("release_thread_lock", thread_id) as conn:
-            cursor = await conn.execute(
-                "DELETE FROM thread_locks WHERE thread_id = ? AND holder = ?",
-                (thread_id, holder_text),
-            )
-            return cursor.rowcount > 0
-
-    async def get_thread_lock(self, thread_id: str) -> ThreadLock | None:
-        """The live (unexpired) lease on the thread, or `None`."""
-        tid = validate_thread_id(thread_id)
-        async with self._read("get_thread_lock", tid) as conn:
-            row = await self._fetchone(
-                conn,
-                f"SELECT {LOCK_COLUMNS} FROM thread_locks WHERE thread_id = ? AND expires_at > ?",
-                (tid, time.time()),
-            )
-        return None if row is None else lock_from_row(row, from_epoch)
-
-
-def _receipt_key(receipt: Mapping[str, Any]) -> str | None:
-    """The receipt's own id, which makes `add_receipt` idempotent."""
-    key = receipt.get("id")
-    return str(key) if key is not None else None
+    @property
+    def path(self) -> str:
+        """The database file path, or ``":memory:"``."""
+        return self._sqlite.path

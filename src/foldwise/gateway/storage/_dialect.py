@@ -1,0 +1,141 @@
+"""What differs between the SQL databases behind `SqlGatewayStorage`, and nothing else.
+
+`SqlGatewayStorage` writes every query once, with ``?`` placeholders and a few named slots
+that a `Dialect` fills in (`Dialect.sql`):
+
+- ``{p}``: the table prefix (nothing for SQLite, the quoted schema and a dot for Postgres);
+- ``{json}``: how a JSON text parameter is bound (``?`` or ``CAST(? AS jsonb)``);
+- ``{now}``: the database clock as lease times store it (epoch seconds or `timestamptz`);
+- ``{later}``: ``{now}`` plus ``?`` seconds;
+- ``{keyshare}`` / ``{share}`` / ``{exclusive}``: the row lock a `SELECT` takes inside a write
+  transaction: against deletion, against any update, against other writers (empty for
+  SQLite, whose ``BEGIN IMMEDIATE`` already holds the only writer lock).
+
+A dialect also owns the connection: it opens and closes it, hands out `Session`s for reads
+(autocommit) and writes (one transaction), converts timestamps, and knows the database's
+error classes and migration statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, ClassVar, Protocol
+
+from foldwise.gateway.storage._errors import GatewayStorageError
+from foldwise.gateway.storage._migrations import Migration
+
+__all__ = ["Dialect", "Row", "Session", "not_open"]
+
+Row = Sequence[Any]
+
+
+class Session(Protocol):
+    """One connection (inside a transaction for writes) with ``?``-placeholder queries."""
+
+    async def fetchone(self, query: str, params: Sequence[Any] = ()) -> Row | None:
+        """Run `query` and return its first row, or `None`."""
+        ...
+
+    async def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run `query` and return every row."""
+        ...
+
+    async def execute(self, query: str, params: Sequence[Any] = ()) -> int:
+        """Run `query`; return the number of rows it changed."""
+        ...
+
+    async def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run `query` once per parameter row."""
+        ...
+
+
+def not_open(operation: str, thread_id: str | None) -> GatewayStorageError:
+    """The error for an operation on a storage that was never set up, or is closed."""
+    return GatewayStorageError(
+        "storage is not open; await setup() (or use `async with`) first",
+        operation=operation,
+        thread_id=thread_id,
+    )
+
+
+class Dialect:
+    """Base of the per-database parts; subclasses set the attributes and the hooks."""
+
+    backend: ClassVar[str] = ""
+    prefix: str = ""
+    json_param: ClassVar[str] = "?"
+    now: ClassVar[str] = ""
+    later: ClassVar[str] = ""
+    key_share_lock: ClassVar[str] = ""
+    share_lock: ClassVar[str] = ""
+    exclusive_lock: ClassVar[str] = ""
+
+    def sql(self, template: str) -> str:
+        """Fill the dialect slots of a query template (see the module docstring)."""
+        return template.format(
+            p=self.prefix,
+            json=self.json_param,
+            now=self.now,
+            later=self.later,
+            keyshare=self.key_share_lock,
+            share=self.share_lock,
+            exclusive=self.exclusive_lock,
+        )
+
+    def native(self, query: str) -> str:
+        """`query` with the driver's own placeholders (for SQL run outside a `Session`)."""
+        return query
+
+    # connection ------------------------------------------------------------------------------
+
+    async def open(self) -> None:  # pragma: no cover - overridden
+        """Connect (once); a second call is a no-op."""
+        raise NotImplementedError
+
+    async def close(self) -> None:  # pragma: no cover - overridden
+        """Disconnect; safe to call twice."""
+        raise NotImplementedError
+
+    def read(
+        self, operation: str, thread_id: str | None
+    ) -> AbstractAsyncContextManager[Session]:  # pragma: no cover - overridden
+        """A session without a transaction; database errors become `GatewayStorageError`."""
+        raise NotImplementedError
+
+    def write(
+        self, operation: str, thread_id: str | None
+    ) -> AbstractAsyncContextManager[Session]:  # pragma: no cover - overridden
+        """A session inside one transaction, committed on exit, rolled back on an error."""
+        raise NotImplementedError
+
+    # values ----------------------------------------------------------------------------------
+
+    def to_time(self, moment: datetime) -> Any:  # pragma: no cover - overridden
+        """Bind a datetime as the database stores row times."""
+        raise NotImplementedError
+
+    def from_time(self, value: Any) -> datetime:  # pragma: no cover - overridden
+        """Read a row time as a timezone-aware UTC datetime."""
+        raise NotImplementedError
+
+    def from_lease_time(self, value: Any) -> datetime:  # pragma: no cover - overridden
+        """Read a lease time (``{now}``-based) as a timezone-aware UTC datetime."""
+        raise NotImplementedError
+
+    def json_contains(self, column: str) -> str:  # pragma: no cover - overridden
+        """A condition: `column` contains the JSON text bound to its one ``?``."""
+        raise NotImplementedError
+
+    # migrations ------------------------------------------------------------------------------
+
+    def setup_statements(
+        self,
+    ) -> Sequence[tuple[str, Sequence[Any]]]:  # pragma: no cover - overridden
+        """Run first in the migration transaction: serialize setups, create the ledger."""
+        raise NotImplementedError
+
+    def migration_statements(self, migration: Migration) -> Sequence[str]:
+        """One migration's statements for this database."""
+        raise NotImplementedError  # pragma: no cover - overridden

@@ -1,0 +1,410 @@
+"""`SqlGatewayStorage`: the one SQL implementation of `GatewayStorage`.
+
+Every query is written once here; a `Dialect` supplies what differs between databases
+(placeholders, table prefix, JSON binding, clock, row locks, connections, migrations). Writes
+run in one transaction each: SQLite takes its single writer lock up front (``BEGIN
+IMMEDIATE``), Postgres locks the rows it reads (``FOR KEY SHARE`` / ``FOR NO KEY UPDATE`` on
+the thread, so transcript `seq` numbers stay consecutive across workers). Lease times are
+judged by the database clock, so worker clock skew does not matter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Self
+
+from foldwise.errors import ThreadNotFoundError
+from foldwise.gateway.storage._base import (
+    LOCK_COLUMNS,
+    RUN_COLUMNS,
+    THREAD_COLUMNS,
+    check_finish_args,
+    check_lock_args,
+    check_run_args,
+    check_thread_status,
+    encode_metadata,
+    lock_from_row,
+    run_from_row,
+    thread_from_row,
+)
+from foldwise.gateway.storage._codec import check_page, dumps, loads_object, utcnow
+from foldwise.gateway.storage._dialect import Dialect, Row, Session
+from foldwise.gateway.storage._errors import GatewayStorageError, RunExistsError, ThreadExistsError
+from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
+from foldwise.gateway.storage._migrations import check_not_newer, pending_migrations
+from foldwise.gateway.storage._protocol import ThreadSortKey
+from foldwise.gateway.storage._records import (
+    RunKind,
+    RunRecord,
+    RunStatus,
+    ThreadLock,
+    ThreadRecord,
+    ThreadStatus,
+)
+from foldwise.gateway.storage._sql_events import SqlEventsMixin
+
+__all__ = ["SqlGatewayStorage"]
+
+logger = logging.getLogger(__name__)
+
+_ORDER = {
+    "created_at": "created_at DESC, thread_id DESC",
+    "updated_at": "updated_at DESC, thread_id DESC",
+}
+_THREAD_BY_ID = f"SELECT {THREAD_COLUMNS} FROM {{p}}threads WHERE thread_id = ?"
+_RUN_BY_ID = f"SELECT {RUN_COLUMNS} FROM {{p}}runs WHERE run_id = ?"
+_ACQUIRE = (
+    f"INSERT INTO {{p}}thread_locks AS l ({LOCK_COLUMNS}) VALUES (?, ?, ?, {{now}}, {{later}}, 1) "
+    "ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder, kind = excluded.kind, "
+    "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, token = l.token + 1 "
+    f"WHERE l.expires_at <= {{now}} RETURNING {LOCK_COLUMNS}"
+)
+LEASE_CHECK = (
+    "SELECT 1 FROM {p}thread_locks WHERE thread_id = ? AND holder = ? AND token = ? "
+    "AND expires_at > {now}{share}"
+)
+"""The fencing check: the lease is still this holder's, with this token, and unexpired."""
+
+
+class SqlGatewayStorage(SqlEventsMixin):
+    """Gateway tables in a SQL database; the `Dialect` says which one.
+
+    Use the backend classes (`SqliteGatewayStorage`, `PostgresGatewayStorage`) or
+    `open_storage(url)`; this class holds everything they share.
+
+    Args:
+        dialect: The database's dialect (it owns the connection).
+    """
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
+        self._setup_lock = asyncio.Lock()
+        self.backend: str = dialect.backend
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._dialect!r})"
+
+    def lease_check_sql(self) -> str:
+        """The fencing check in the driver's own placeholder style (thread, holder, token).
+
+        Returns:
+            A `SELECT` that yields a row only while the lease is held; on Postgres it also
+            share-locks the lease row until the end of the caller's transaction.
+        """
+        return self._dialect.native(self._dialect.sql(LEASE_CHECK))
+
+    # lifecycle -------------------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Connect (once) and apply pending numbered migrations in one transaction."""
+        async with self._setup_lock:
+            await self._dialect.open()
+            await self._migrate()
+
+    async def _migrate(self) -> None:
+        d = self._dialect
+        async with d.write("setup", None) as s:
+            for statement, params in d.setup_statements():
+                await s.execute(statement, params)
+            applied = [
+                int(r[0])
+                for r in await s.fetchall(d.sql("SELECT version FROM {p}schema_migrations"))
+            ]
+            problem = check_not_newer(applied)
+            if problem:
+                raise GatewayStorageError(problem, operation="setup")
+            for migration in pending_migrations(applied):
+                for statement in d.migration_statements(migration):
+                    await s.execute(statement)
+                await s.execute(
+                    d.sql(
+                        "INSERT INTO {p}schema_migrations (version, name, applied_at) "
+                        "VALUES (?, ?, ?)"
+                    ),
+                    (migration.version, migration.name, d.to_time(utcnow())),
+                )
+                logger.info(
+                    "applied %s migration %d (%s) to %r",
+                    d.backend,
+                    migration.version,
+                    migration.name,
+                    self,
+                )
+
+    async def aclose(self) -> None:
+        """Close every connection; safe to call twice."""
+        await self._dialect.close()
+
+    async def __aenter__(self) -> Self:
+        await self.setup()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def ping(self) -> None:
+        """Run ``SELECT 1``."""
+        async with self._dialect.read("ping", None) as s:
+            await s.fetchone("SELECT 1")
+
+    async def schema_version(self) -> int:
+        """Return the highest applied migration number."""
+        async with self._dialect.read("schema_version", None) as s:
+            row = await s.fetchone(
+                self._dialect.sql("SELECT MAX(version) FROM {p}schema_migrations")
+            )
+        return int(row[0] or 0) if row else 0
+
+    async def _require_thread(self, s: Session, thread_id: str, lock: str = "{keyshare}") -> None:
+        """Raise `ThreadNotFoundError` unless the thread exists; lock its row until commit."""
+        query = self._dialect.sql("SELECT 1 FROM {p}threads WHERE thread_id = ?" + lock)
+        if await s.fetchone(query, (thread_id,)) is None:
+            raise ThreadNotFoundError(thread_id)
+
+    # threads ---------------------------------------------------------------------------------
+
+    def _thread(self, row: Row) -> ThreadRecord:
+        return thread_from_row(row, self._dialect.from_time, loads_object)
+
+    async def create_thread(
+        self, thread_id: str, metadata: Mapping[str, Any] | None = None
+    ) -> ThreadRecord:
+        """Create an `idle` thread; raise `ThreadExistsError` when the id is taken."""
+        tid = validate_thread_id(thread_id)
+        meta = encode_metadata(metadata)
+        now = self._dialect.to_time(utcnow())
+        async with self._dialect.write("create_thread", tid) as s:
+            row = await s.fetchone(
+                self._dialect.sql(
+                    f"INSERT INTO {{p}}threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, {{json}}, "
+                    f"'idle') ON CONFLICT (thread_id) DO NOTHING RETURNING {THREAD_COLUMNS}"
+                ),
+                (tid, now, now, meta),
+            )
+        if row is None:
+            raise ThreadExistsError(tid)
+        return self._thread(row)
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        """Return the thread, or `None`."""
+        tid = validate_thread_id(thread_id)
+        async with self._dialect.read("get_thread", tid) as s:
+            row = await s.fetchone(self._dialect.sql(_THREAD_BY_ID), (tid,))
+        return None if row is None else self._thread(row)
+
+    async def update_thread(
+        self,
+        thread_id: str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        status: ThreadStatus | None = None,
+    ) -> ThreadRecord | None:
+        """Shallow-merge `metadata` into the thread's and/or set `status`; `None` if missing."""
+        tid = validate_thread_id(thread_id)
+        check_thread_status(status)
+        patch = loads_object(encode_metadata(metadata))
+        d = self._dialect
+        async with d.write("update_thread", tid) as s:
+            row = await s.fetchone(d.sql(_THREAD_BY_ID + "{exclusive}"), (tid,))
+            if row is None:
+                return None
+            merged = dumps({**loads_object(row[3]), **patch})
+            row = await s.fetchone(
+                d.sql(
+                    "UPDATE {p}threads SET metadata = {json}, status = ?, updated_at = ? "
+                    f"WHERE thread_id = ? RETURNING {THREAD_COLUMNS}"
+                ),
+                (merged, status or row[4], d.to_time(utcnow()), tid),
+            )
+        return None if row is None else self._thread(row)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete the thread and everything recorded for it; `False` if it did not exist."""
+        tid = validate_thread_id(thread_id)
+        async with self._dialect.write("delete_thread", tid) as s:
+            query = self._dialect.sql("DELETE FROM {p}threads WHERE thread_id = ?")
+            return await s.execute(query, (tid,)) > 0
+
+    async def search_threads(
+        self,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        status: ThreadStatus | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        sort_by: ThreadSortKey = "created_at",
+    ) -> list[ThreadRecord]:
+        """Threads whose metadata contains `metadata` (JSON containment), newest first."""
+        check_thread_status(status)
+        check_page(limit, offset)
+        if sort_by not in _ORDER:
+            raise ValueError(f"sort_by must be one of {sorted(_ORDER)}, got {sort_by!r}")
+        conditions = ["1 = 1"]
+        params: list[Any] = []
+        if metadata:
+            conditions.append(self._dialect.json_contains("metadata"))
+            params.append(encode_metadata(metadata))
+        if status is not None:
+            conditions.append("status = ?")
+            params.append(status)
+        query = self._dialect.sql(
+            f"SELECT {THREAD_COLUMNS} FROM {{p}}threads WHERE {' AND '.join(conditions)} "
+            f"ORDER BY {_ORDER[sort_by]} LIMIT ? OFFSET ?"
+        )
+        async with self._dialect.read("search_threads", None) as s:
+            rows = await s.fetchall(query, (*params, limit, offset))
+        return [self._thread(row) for row in rows]
+
+    # runs ------------------------------------------------------------------------------------
+
+    def _run(self, row: Row) -> RunRecord:
+        return run_from_row(row, self._dialect.from_time, loads_object)
+
+    async def create_run(
+        self,
+        thread_id: str,
+        run_id: str,
+        assistant_id: str,
+        kind: RunKind = "run",
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RunRecord:
+        """Record a `running` run; `ThreadNotFoundError` / `RunExistsError` on conflicts."""
+        assistant = check_run_args(thread_id, run_id, assistant_id, kind)
+        meta = encode_metadata(metadata)
+        now = self._dialect.to_time(utcnow())
+        async with self._dialect.write("create_run", thread_id) as s:
+            await self._require_thread(s, thread_id)
+            row = await s.fetchone(
+                self._dialect.sql(
+                    f"INSERT INTO {{p}}runs ({RUN_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, 'running', NULL, {json}, ?, ?) "
+                    f"ON CONFLICT (run_id) DO NOTHING RETURNING {RUN_COLUMNS}"
+                ),
+                (run_id, thread_id, assistant, kind, meta, now, now),
+            )
+        if row is None:
+            raise RunExistsError(run_id)
+        return self._run(row)
+
+    async def finish_run(
+        self, run_id: str, status: RunStatus, error: str | None = None
+    ) -> RunRecord | None:
+        """Finish a `running` run; a run already finished is returned unchanged."""
+        error_text = check_finish_args(run_id, status, error)
+        d = self._dialect
+        async with d.write("finish_run", None) as s:
+            row = await s.fetchone(
+                d.sql(
+                    "UPDATE {p}runs SET status = ?, error = ?, updated_at = ? "
+                    f"WHERE run_id = ? AND status = 'running' RETURNING {RUN_COLUMNS}"
+                ),
+                (status, error_text, d.to_time(utcnow()), run_id),
+            )
+            if row is not None:
+                return self._run(row)
+            row = await s.fetchone(d.sql(_RUN_BY_ID), (run_id,))
+        if row is None:
+            return None
+        logger.warning(
+            "finish_run(%s, %s) on thread %s ignored: the run already finished as %s",
+            run_id,
+            status,
+            row[1],
+            row[4],
+        )
+        return self._run(row)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """Return the run, or `None`."""
+        validate_run_id(run_id)
+        async with self._dialect.read("get_run", None) as s:
+            row = await s.fetchone(self._dialect.sql(_RUN_BY_ID), (run_id,))
+        return None if row is None else self._run(row)
+
+    async def list_runs(
+        self, thread_id: str, *, limit: int = 100, offset: int = 0
+    ) -> list[RunRecord]:
+        """The thread's runs, newest first."""
+        tid = validate_thread_id(thread_id)
+        check_page(limit, offset)
+        query = self._dialect.sql(
+            f"SELECT {RUN_COLUMNS} FROM {{p}}runs WHERE thread_id = ? "
+            "ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?"
+        )
+        async with self._dialect.read("list_runs", tid) as s:
+            rows = await s.fetchall(query, (tid, limit, offset))
+        return [self._run(row) for row in rows]
+
+    # thread leases ---------------------------------------------------------------------------
+
+    def _lock(self, row: Row) -> ThreadLock:
+        return lock_from_row(row, self._dialect.from_lease_time)
+
+    async def acquire_thread_lease(
+        self, thread_id: str, holder: str, kind: str, ttl_seconds: float
+    ) -> ThreadLock | None:
+        """Take the thread's lease if it is free or expired; `None` if someone holds it.
+
+        Returns:
+            The lease taken, with its fencing token (one more than the previous holder's).
+        """
+        holder_text, kind_text, ttl = check_lock_args(thread_id, holder, kind, ttl_seconds)
+        async with self._dialect.write("acquire_thread_lock", thread_id) as s:
+            await self._require_thread(s, thread_id)
+            row = await s.fetchone(
+                self._dialect.sql(_ACQUIRE), (thread_id, holder_text, kind_text, ttl)
+            )
+        return None if row is None else self._lock(row)
+
+    async def acquire_thread_lock(
+        self, thread_id: str, holder: str, kind: str, ttl_seconds: float
+    ) -> bool:
+        """Take the thread's lease if it is free or expired; `False` if someone holds it."""
+        return await self.acquire_thread_lease(thread_id, holder, kind, ttl_seconds) is not None
+
+    async def renew_thread_lock(self, thread_id: str, holder: str, ttl_seconds: float) -> bool:
+        """Extend the lease to now + ttl if `holder` still holds it."""
+        holder_text, _, ttl = check_lock_args(thread_id, holder, None, ttl_seconds)
+        query = self._dialect.sql(
+            "UPDATE {p}thread_locks SET expires_at = {later} WHERE thread_id = ? AND holder = ?"
+        )
+        async with self._dialect.write("renew_thread_lock", thread_id) as s:
+            return await s.execute(query, (ttl, thread_id, holder_text)) > 0
+
+    async def release_thread_lock(self, thread_id: str, holder: str) -> bool:
+        """Release the lease if `holder` holds it; `False` otherwise."""
+        holder_text, _, _ = check_lock_args(thread_id, holder)
+        # The row stays (expired, without a holder) so the next fencing token keeps counting up.
+        query = self._dialect.sql(
+            "UPDATE {p}thread_locks SET holder = '', expires_at = acquired_at "
+            "WHERE thread_id = ? AND holder = ?"
+        )
+        async with self._dialect.write("release_thread_lock", thread_id) as s:
+            return await s.execute(query, (thread_id, holder_text)) > 0
+
+    async def get_thread_lock(self, thread_id: str) -> ThreadLock | None:
+        """The live (unexpired) lease on the thread, or `None`."""
+        tid = validate_thread_id(thread_id)
+        query = self._dialect.sql(
+            f"SELECT {LOCK_COLUMNS} FROM {{p}}thread_locks WHERE thread_id = ? "
+            "AND expires_at > {now}"
+        )
+        async with self._dialect.read("get_thread_lock", tid) as s:
+            row = await s.fetchone(query, (tid,))
+        return None if row is None else self._lock(row)
+
+    async def holds_thread_lock(self, thread_id: str, holder: str, token: int) -> bool:
+        """Whether `holder` still holds the thread's live lease with fencing `token`."""
+        holder_text, _, _ = check_lock_args(thread_id, holder)
+        query = self._dialect.sql(LEASE_CHECK.replace("{share}", ""))
+        async with self._dialect.read("holds_thread_lock", thread_id) as s:
+            return await s.fetchone(query, (thread_id, holder_text, int(token))) is not None

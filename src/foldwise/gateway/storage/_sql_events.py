@@ -1,0 +1,187 @@
+"""The append-only half of `SqlGatewayStorage`: transcript events and compaction receipts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from foldwise.gateway.storage._base import (
+    RECEIPT_COLUMNS,
+    TRANSCRIPT_COLUMNS,
+    PreparedEvent,
+    dedupe_events,
+    prepare_events,
+    receipt_from_row,
+    transcript_from_row,
+)
+from foldwise.gateway.storage._codec import check_page, dumps, loads_object, utcnow
+from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
+from foldwise.gateway.storage._records import (
+    ReceiptRecord,
+    TranscriptEntry,
+    TranscriptEvent,
+)
+
+if TYPE_CHECKING:
+    from foldwise.gateway.storage._dialect import Dialect, Session
+
+__all__ = ["SqlEventsMixin"]
+
+
+class SqlEventsMixin:
+    """Transcript and receipt methods of `SqlGatewayStorage` (see there)."""
+
+    _dialect: Dialect
+
+    async def _require_thread(
+        self, s: Session, thread_id: str, lock: str = "{keyshare}"
+    ) -> None:  # pragma: no cover - defined by SqlGatewayStorage
+        raise NotImplementedError
+
+    # transcript ------------------------------------------------------------------------------
+
+    async def _append(
+        self, s: Session, thread_id: str, events: Sequence[PreparedEvent]
+    ) -> list[TranscriptEntry]:
+        # The caller holds the thread row's write lock, so MAX(seq) cannot move until commit.
+        d = self._dialect
+        ids = [e.message_id for e in events if e.message_id is not None]
+        stored: set[str] = set()
+        if ids:
+            marks = ", ".join("?" * len(ids))
+            rows = await s.fetchall(
+                d.sql(
+                    "SELECT message_id FROM {p}transcript_events "
+                    f"WHERE thread_id = ? AND message_id IN ({marks})"
+                ),
+                (thread_id, *ids),
+            )
+            stored = {row[0] for row in rows}
+        kept = dedupe_events(events, stored)
+        if not kept:
+            return []
+        row = await s.fetchone(
+            d.sql("SELECT COALESCE(MAX(seq), 0) FROM {p}transcript_events WHERE thread_id = ?"),
+            (thread_id,),
+        )
+        first = int(row[0]) + 1 if row else 1
+        entries = [
+            TranscriptEntry(
+                thread_id=thread_id,
+                seq=first + i,
+                kind=e.kind,  # type: ignore[arg-type]
+                run_id=e.run_id,
+                message_id=e.message_id,
+                message=loads_object(e.message),
+                created_at=e.created_at,
+            )
+            for i, e in enumerate(kept)
+        ]
+        await s.executemany(
+            d.sql(
+                f"INSERT INTO {{p}}transcript_events ({TRANSCRIPT_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, {json}, ?)"
+            ),
+            [
+                (
+                    thread_id,
+                    x.seq,
+                    x.kind,
+                    x.run_id,
+                    x.message_id,
+                    e.message,
+                    d.to_time(x.created_at),
+                )
+                for x, e in zip(entries, kept, strict=True)
+            ],
+        )
+        return entries
+
+    async def append_transcript(
+        self, thread_id: str, events: Sequence[TranscriptEvent]
+    ) -> list[TranscriptEntry]:
+        """Append events atomically with consecutive new `seq` numbers; skip known message ids."""
+        tid = validate_thread_id(thread_id)
+        prepared = prepare_events(events, utcnow())
+        if not prepared:
+            return []
+        async with self._dialect.write("append_transcript", tid) as s:
+            await self._require_thread(s, tid, "{exclusive}")
+            return await self._append(s, tid, prepared)
+
+    async def list_transcript(
+        self, thread_id: str, *, after_seq: int = 0, limit: int = 100
+    ) -> list[TranscriptEntry]:
+        """Entries with `seq > after_seq`, ascending, at most `limit`."""
+        tid = validate_thread_id(thread_id)
+        check_page(limit)
+        if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
+            raise ValueError(f"after_seq must be a non-negative integer, got {after_seq!r}")
+        d = self._dialect
+        query = d.sql(
+            f"SELECT {TRANSCRIPT_COLUMNS} FROM {{p}}transcript_events "
+            "WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+        )
+        async with d.read("list_transcript", tid) as s:
+            rows = await s.fetchall(query, (tid, after_seq, limit))
+        return [transcript_from_row(r, d.from_time, loads_object) for r in rows]
+
+    # receipts --------------------------------------------------------------------------------
+
+    async def add_receipt(
+        self,
+        thread_id: str,
+        receipt: Mapping[str, Any],
+        *,
+        run_id: str | None = None,
+        marker: TranscriptEvent | None = None,
+    ) -> ReceiptRecord:
+        """Store a compaction receipt (and, in the same transaction, an optional marker)."""
+        tid = validate_thread_id(thread_id)
+        if run_id is not None:
+            validate_run_id(run_id)
+        if not isinstance(receipt, Mapping):
+            raise ValueError("receipt must be a mapping (a JSON object)")
+        body = dumps(dict(receipt))
+        prepared = prepare_events([marker], utcnow()) if marker is not None else []
+        key = receipt.get("id")
+        key = None if key is None else str(key)  # the receipt's own id makes a retry a no-op
+        d = self._dialect
+        async with d.write("add_receipt", tid) as s:
+            await self._require_thread(s, tid, "{exclusive}")
+            row = None
+            if key is not None:
+                row = await s.fetchone(
+                    d.sql(
+                        f"SELECT {RECEIPT_COLUMNS} FROM {{p}}receipts "
+                        "WHERE thread_id = ? AND receipt_key = ?"
+                    ),
+                    (tid, key),
+                )
+            if row is None:
+                row = await s.fetchone(
+                    d.sql(
+                        "INSERT INTO {p}receipts (thread_id, run_id, receipt, created_at, "
+                        f"receipt_key) VALUES (?, ?, {{json}}, ?, ?) RETURNING {RECEIPT_COLUMNS}"
+                    ),
+                    (tid, run_id, body, d.to_time(utcnow()), key),
+                )
+                if prepared:
+                    await self._append(s, tid, prepared)
+        assert row is not None  # INSERT ... RETURNING always yields the row
+        return receipt_from_row(row, d.from_time, loads_object)
+
+    async def list_receipts(
+        self, thread_id: str, *, limit: int = 100, offset: int = 0
+    ) -> list[ReceiptRecord]:
+        """The thread's receipts, oldest first."""
+        tid = validate_thread_id(thread_id)
+        check_page(limit, offset)
+        d = self._dialect
+        query = d.sql(
+            f"SELECT {RECEIPT_COLUMNS} FROM {{p}}receipts WHERE thread_id = ? "
+            "ORDER BY receipt_id LIMIT ? OFFSET ?"
+        )
+        async with d.read("list_receipts", tid) as s:
+            rows = await s.fetchall(query, (tid, limit, offset))
+        return [receipt_from_row(r, d.from_time, loads_object) for r in rows]
