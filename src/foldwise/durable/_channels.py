@@ -171,9 +171,11 @@ def render_sections(
     when compaction removes something.
     """
     sections: list[str] = []
-    messages = list(state.get("messages") or []) if isinstance(state, Mapping) else []
+    if not isinstance(state, Mapping):
+        return sections
+    messages: Sequence[BaseMessage] = state.get("messages") or []
     for channel in channels:
-        value = state.get(channel.key) if isinstance(state, Mapping) else None
+        value = state.get(channel.key)
         if value and channel.gone_from_context is not None:
             value = channel.gone_from_context(value, messages)
         if not value:

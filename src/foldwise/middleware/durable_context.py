@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from foldwise._incremental import NewMessages
+from foldwise._lru import LRUDict
 from foldwise._thread_id import resolve_thread_id
 from foldwise.config import FoldwiseConfig
 from foldwise.durable._channels import BUILTIN_CHANNELS, DurableChannel, render_sections
@@ -68,6 +69,8 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         self.merge_contract = merge_contract
         self._watched = self.delegation_tools | self.skill_read_tools
         self._new = NewMessages()
+        self._projected = NewMessages()
+        self._rendered: LRUDict[str, tuple[tuple[Any, ...], list[str]]] = LRUDict(1024)
         if self.custom_channels:
             fields: dict[str, Any] = {}
             for channel in self.custom_channels:
@@ -130,6 +133,7 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         middleware; between runs, `update_state` can replace any message.
         """
         self._new.forget(thread_key)
+        self._projected.forget(thread_key)
 
     def _relevant(self, message: AnyMessage) -> bool:
         """Whether a message can change the delegation or skill channels."""
@@ -209,9 +213,35 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
 
     # -- projection -----------------------------------------------------------------------
 
+    def _sections(self, state: Any, key: str) -> list[str]:
+        """The rendered sections, reused while the channel values and the history's prefix hold.
+
+        The block only changes when a channel value changes or compaction removes messages;
+        re-rendering it (each "gone from context" filter scans the history) on every call would
+        make the per-call cost grow with the conversation.
+        """
+        messages = state.get("messages") or []
+        # The value objects themselves (compared by identity): LangGraph hands the same object
+        # until a channel is written.
+        values = (messages[0].id if messages else None, *(state.get(c.key) for c in self.channels))
+        cached = self._rendered.get(key)
+        new = self._projected.since(key, messages)
+        if (
+            cached is not None
+            and new is not None
+            and len(cached[0]) == len(values)
+            and all(a is b or a == b for a, b in zip(cached[0], values, strict=True))
+        ):
+            return cached[1]
+        sections = render_sections(state, self.channels)
+        self._rendered[key] = (values, sections)
+        return sections
+
     def project(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The request with the durable data block rendered from its state (state untouched)."""
-        sections = render_sections(request.state, self.channels)
+        state = request.state
+        key = resolve_thread_id(request.runtime)
+        sections = self._sections(state, key) if isinstance(state, dict) else []
         if not sections:
             return request
         messages, system = inject_durable_context(

@@ -227,7 +227,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
     ) -> tuple[str, CompactOptions, list[BaseMessage], str | None] | None:
         if not self.enabled:
             return None
-        messages: list[BaseMessage] = list(state["messages"])
+        messages: Sequence[BaseMessage] = state["messages"]
         if pre:
             # Oversized user input was just stored: plan on its preview, not on its full size.
             replaced = {m.id: m for m in pre.get("messages", [])}
@@ -247,6 +247,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
                 "compaction skipped: %d compactions already this run (thread %s)", done, key
             )
             return None
+        messages = list(messages)
         ensure_message_ids(messages)
         options: CompactOptions = {
             "static_tokens": static,
@@ -380,7 +381,9 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         static = self.counter.count_tools(request.tools) + head_tokens(messages, lead, self.counter)
         if request.system_message is not None:
             static += self.counter.count_message(request.system_message)
-        conversation = self.counter.count_messages(messages[lead:], anchor=False)
+        conversation = self.counter.count_messages(
+            messages[lead:] if lead else messages, anchor=False
+        )
         return static, conversation, lead
 
     def _measure_and_fit(
