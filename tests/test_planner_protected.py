@@ -101,9 +101,7 @@ def test_summary_allowance_scales_with_the_window(window: int | None, expected: 
     models: dict[str, object] = {"name": "m", "use": "x.y:Z"}
     if window is not None:
         models["context_window"] = window
-    config = parse_config(
-        {"models": [models], "summarization": {"reserved_output_tokens": 1024}}
-    )
+    config = parse_config({"models": [models], "summarization": {"reserved_output_tokens": 1024}})
     assert CompactionPolicy.from_config(config).summary_max_tokens == expected
     assert CompactionPolicy().summary_max_tokens == 2000
 

@@ -526,7 +526,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         static = self._static.get(key, 0) + self.counter.count_text(
             summary_for_context(_summary_of(sent.state) or "")
         )
-        conversation = sent.messages[lead:]
+        conversation = sent.messages[lead:] if lead else sent.messages
         results = response.result if isinstance(response, ModelResponse) else [response]
         stamped: list[BaseMessage] = []
         for message in results:
