@@ -65,6 +65,25 @@ class OffloadState(AgentState[Any]):
     offloads: NotRequired[Annotated[list[dict[str, Any]], merge_offloads]]
 
 
+_INLINE_CHARS = 32_000
+"""Tool results up to this size are measured on the calling thread (the loop, when async)."""
+
+
+def _content_chars(result: object) -> int:
+    """Characters of a tool result's string content (a cheap size hint, no tokenizing)."""
+    messages = [result] if isinstance(result, ToolMessage) else []
+    if isinstance(result, Command) and isinstance(result.update, dict):
+        messages = list(result.update.get("messages") or [])
+    total = 0
+    for message in messages:
+        content = getattr(message, "content", "")
+        if isinstance(content, str):
+            total += len(content)
+        elif isinstance(content, list):
+            total += sum(len(str(part)) for part in content)
+    return total
+
+
 class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
     """Keeps oversized tool results and pasted input out of the context, recoverably.
 
@@ -242,7 +261,9 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
     ) -> Steps[ToolMessage | Command[Any]]:
         """Run the tool (`call`), then offload its result if it is too large."""
         result = yield from perform(call)
-        candidates = self._tool_candidates(request, result)
+        # Measuring and previewing a large result is CPU work: off the event loop when large.
+        big = _content_chars(result) > _INLINE_CHARS
+        candidates = yield (Io.call if big else Io.pure)(self._tool_candidates, request, result)
         if not candidates:
             return result
         thread_id = resolve_thread_id(request.runtime)
@@ -262,7 +283,9 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
                 refs.append(ref)
             except Exception as exc:  # any store failure: clip inline, log, keep the run going
                 error = exc
-            replaced[id(message)] = self._replacement(message, text, tokens, ref, error, thread_id)
+            replaced[id(message)] = yield Io.call(
+                self._replacement, message, text, tokens, ref, error, thread_id
+            )
         return self._assemble(result, replaced, refs)
 
     def wrap_tool_call(

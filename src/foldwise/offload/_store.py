@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from foldwise._steps import Steps
+from foldwise._steps import Io, Steps
 from foldwise.errors import ArtifactNotFoundError, StorageError
 from foldwise.offload._ids import make_artifact_id, thread_key, validate_artifact_id
 from foldwise.offload._models import (
@@ -50,6 +50,8 @@ __all__ = ["BaseArtifactStore", "PieceReader", "no_io"]
 logger = logging.getLogger(__name__)
 
 _MAX_META_VALUE = 200
+_INLINE_CHARS = 32_000
+"""Texts up to this size are described on the calling thread (the event loop, when async)."""
 R = TypeVar("R")
 
 
@@ -173,6 +175,17 @@ class BaseArtifactStore(abc.ABC):
             )
         return meta
 
+    def _describe(
+        self,
+        thread_id: str,
+        content: str,
+        raw: bytes,
+        existing: Mapping[str, Any] | None,
+        fields: tuple[str, ArtifactKind, Mapping[str, str] | None],
+    ) -> ArtifactRef:
+        rows = count_rows(content) if existing is None else int(existing["rows"])
+        return self._new_ref(thread_id, content, raw, rows, fields)
+
     def _new_ref(
         self,
         thread_id: str,
@@ -229,8 +242,11 @@ class BaseArtifactStore(abc.ABC):
                 f"{self.max_bytes_per_thread:,} bytes (offload.max_bytes_per_thread)"
             )
         existing = yield from self._read_meta_steps(key, artifact_id)
-        rows = count_rows(content) if existing is None else int(existing["rows"])
-        ref = self._new_ref(thread_id, content, raw, rows, (source, kind, meta))
+        # Counting rows, hashing and previewing a large text is CPU work: off the event loop.
+        describe = Io.call if len(content) > _INLINE_CHARS else Io.pure
+        ref: ArtifactRef = yield describe(
+            self._describe, thread_id, content, raw, existing, (source, kind, meta)
+        )
         yield from self._write_steps(
             key, artifact_id, content if existing is None else None, ref.to_dict()
         )
