@@ -31,7 +31,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from foldwise._incremental import NewMessages
-from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._steps import Io, Steps, given_async, given_sync, perform, run_async, run_sync
 from foldwise._thread_id import resolve_thread_id
 from foldwise.config import FoldwiseConfig, OffloadConfig
 from foldwise.messages import OFFLOAD_FLAG
@@ -49,7 +49,6 @@ from foldwise.offload import (
     replace_message_text,
     split_content,
 )
-from foldwise.offload._twins import given_async, given_sync, perform
 from foldwise.tokens import estimate_tokens
 
 __all__ = ["OffloadState", "ToolOutputOffloadMiddleware"]

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from foldwise._steps import Steps
+from foldwise._steps import Steps, async_method, sync_method
 from foldwise.errors import ArtifactNotFoundError, StorageError
 from foldwise.offload._ids import make_artifact_id, thread_key, validate_artifact_id
 from foldwise.offload._models import (
@@ -42,7 +42,6 @@ from foldwise.offload._preview import one_line_preview, printable
 from foldwise.offload._protocol import DEFAULT_PAGE_CHARS
 from foldwise.offload._rows import RowSplitter, count_rows
 from foldwise.offload._search import DEFAULT_SEARCH_SECONDS, RowSearch
-from foldwise.offload._twins import async_method, sync_method
 from foldwise.tokens import estimate_tokens
 
 __all__ = ["BaseArtifactStore", "PieceReader", "no_io"]
