@@ -47,10 +47,9 @@ from foldwise.offload._notice import (
     tool_notice,
 )
 from foldwise.offload._preview import make_preview, one_line_preview
-from foldwise.offload._protocol import DEFAULT_PAGE_CHARS, ArtifactStore
 from foldwise.offload._reducer import MAX_OFFLOAD_EVENTS, merge_offloads
 from foldwise.offload._rows import MAX_ROW_CHARS, iter_rows, join_rows
-from foldwise.offload._store import BaseArtifactStore
+from foldwise.offload._store import DEFAULT_PAGE_CHARS, ArtifactStore, BaseArtifactStore
 from foldwise.offload._tools import (
     NO_THREAD_ID,
     READ_TOOL_NAME,

@@ -11,7 +11,7 @@ from foldwise.config import FoldwiseConfig, OffloadConfig
 from foldwise.offload._filesystem import FilesystemArtifactStore
 from foldwise.offload._langgraph_store import StoreArtifactStore
 from foldwise.offload._models import GcReport
-from foldwise.offload._protocol import ArtifactStore
+from foldwise.offload._store import ArtifactStore
 
 __all__ = ["acollect_garbage", "artifact_store_from_config", "collect_garbage"]
 
