@@ -10,6 +10,7 @@ import pytest
 from foldwise._steps import (
     Io,
     Steps,
+    async_function,
     async_method,
     blocking,
     given_async,
@@ -17,6 +18,7 @@ from foldwise._steps import (
     perform,
     run_async,
     run_sync,
+    sync_function,
     sync_method,
 )
 
@@ -156,3 +158,17 @@ def test_a_given_callback_runs_only_under_its_own_driver() -> None:
         asyncio.run(run_async(steps(given_sync(lambda x: x + 1, 1))))
     with pytest.raises(RuntimeError, match="other"):
         run_sync(steps(given_async(acallback, 1)))
+
+
+def test_sync_and_async_functions_run_a_step_function_under_their_own_names() -> None:
+    def put_steps(store: _Store, key: str, *, value: int) -> Steps[int]:
+        """Store twice `value`."""
+        return (yield from perform(Io.of(store.put, store.aput, key, value=value)))
+
+    put = sync_function(put_steps, "put")
+    aput = async_function(put_steps, "aput")
+    store = _Store()
+    assert put(store, "a", value=1) == 2
+    assert asyncio.run(aput(store, "b", value=2)) == 4
+    assert store.calls == ["sync a", "async b"]
+    assert (put.__name__, aput.__name__, aput.__doc__) == ("put", "aput", "Store twice `value`.")

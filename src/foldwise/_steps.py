@@ -42,6 +42,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 __all__ = [
     "Io",
     "Steps",
+    "async_function",
     "async_method",
     "blocking",
     "given_async",
@@ -49,6 +50,7 @@ __all__ = [
     "perform",
     "run_async",
     "run_sync",
+    "sync_function",
     "sync_method",
 ]
 
@@ -197,6 +199,28 @@ def async_method(
         return await run_async(method(*args, **kwargs))
 
     _named(run, steps, "a")
+    return run
+
+
+def sync_function(steps: Callable[P, Steps[R]], name: str) -> Callable[P, R]:
+    """The blocking function `name` that runs the step-generator function `steps`."""
+
+    @functools.wraps(steps)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return run_sync(steps(*args, **kwargs))
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+def async_function(steps: Callable[P, Steps[R]], name: str) -> Callable[P, Coroutine[Any, Any, R]]:
+    """The coroutine function `name` that runs `steps` with the async driver."""
+
+    @functools.wraps(steps)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await run_async(steps(*args, **kwargs))
+
+    run.__name__ = run.__qualname__ = name
     return run
 
 
