@@ -27,6 +27,11 @@ _OutOption = Annotated[
 ]
 
 
+def _quick(help_text: str) -> Any:
+    """The `--quick` option (a smaller run) with its command's description of it."""
+    return typer.Option("--quick", help=help_text)
+
+
 class _Report(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
@@ -54,9 +59,7 @@ def _print_report(report: _Report, *, as_json: bool, out: Path | None) -> None:
 
 @bench_app.command("tokens")
 def tokens(
-    quick: Annotated[
-        bool, typer.Option("--quick", help="Smaller corpus and histories (seconds).")
-    ] = False,
+    quick: Annotated[bool, _quick("Smaller corpus and histories (seconds).")] = False,
     as_json: _JsonOption = False,
     out: _OutOption = None,
 ) -> None:
@@ -76,9 +79,7 @@ def tokens(
 
 @bench_app.command("suite")
 def suite(
-    quick: Annotated[
-        bool, typer.Option("--quick", help="Smaller scenarios (about a minute).")
-    ] = False,
+    quick: Annotated[bool, _quick("Smaller scenarios (about a minute).")] = False,
     as_json: _JsonOption = False,
     out: _OutOption = None,
     results_dir: Annotated[
