@@ -13,6 +13,7 @@ The agent-facing piece is `foldwise.middleware.tool_output_offload.ToolOutputOff
 """
 
 from foldwise._thread_id import resolve_thread_id
+from foldwise.messages import split_content
 from foldwise.offload._blocking import BlockingArtifactStore
 from foldwise.offload._factory import (
     acollect_garbage,
@@ -43,7 +44,6 @@ from foldwise.offload._notice import (
     human_notice,
     offloaded_text,
     replace_message_text,
-    split_content,
     tool_notice,
 )
 from foldwise.offload._preview import make_preview, one_line_preview
