@@ -134,22 +134,26 @@ def _search(rng: random.Random, topic: str, chars: int) -> str:
     )
 
 
+def _workspace(
+    rng: random.Random, size: int, *searches: tuple[str, str]
+) -> list[tuple[str, dict[str, object], str]]:
+    """`search_workspace` calls for `(query, topic)` pairs, with their seeded results."""
+    return [
+        ("search_workspace", {"query": query}, _search(rng, topic, size))
+        for query, topic in searches
+    ]
+
+
 def _gateway_and_sla(b: SessionBuilder, rng: random.Random, size: int) -> None:
     """Sections 4 and 7 checked against the architecture rules and the SLA."""
     b.tool_round(
         "我先检索架构规范和容量基线，分别对应提案第 4 节和第 8 节。",
-        [
-            (
-                "search_workspace",
-                {"query": "风控平台 架构规范 决策网关 无状态"},
-                _search(rng, "架构规范 决策网关", size),
-            ),
-            (
-                "search_workspace",
-                {"query": "容量基线 峰值 QPS 安全余量"},
-                _search(rng, "容量基线 峰值 QPS", size),
-            ),
-        ],
+        _workspace(
+            rng,
+            size,
+            ("风控平台 架构规范 决策网关 无状态", "架构规范 决策网关"),
+            ("容量基线 峰值 QPS 安全余量", "容量基线 峰值 QPS"),
+        ),
     )
     b.say(
         "## 第4.3节 决策网关核查结论\n- 提案写“"
@@ -158,13 +162,7 @@ def _gateway_and_sla(b: SessionBuilder, rng: random.Random, size: int) -> None:
     )
     b.tool_round(
         "检索 SLA 与运维手册中关于跨可用区容量的要求。",
-        [
-            (
-                "search_workspace",
-                {"query": "SLA 可用区 故障 容量 百分之六十七"},
-                _search(rng, "SLA 可用区故障", size),
-            )
-        ],
+        _workspace(rng, size, ("SLA 可用区 故障 容量 百分之六十七", "SLA 可用区故障")),
     )
     b.say(
         "## 第7节 高可用核查结论\n- 提案要求单可用区故障时容量不低于 67%，SLA 2025 要求不低于 "
@@ -176,18 +174,12 @@ def _capacity(b: SessionBuilder, rng: random.Random, size: int) -> None:
     """Section 8 recomputed from the capacity baselines; the first (too short) report."""
     b.tool_round(
         "检索容量基线手册中各组件的单节点能力，用来复算第 8 节。",
-        [
-            (
-                "search_workspace",
-                {"query": "单节点 压测 决策请求 每秒"},
-                _search(rng, "单节点压测", size),
-            ),
-            (
-                "search_workspace",
-                {"query": "消息队列 分区 扩容 规范"},
-                _search(rng, "消息队列分区", size),
-            ),
-        ],
+        _workspace(
+            rng,
+            size,
+            ("单节点 压测 决策请求 每秒", "单节点压测"),
+            ("消息队列 分区 扩容 规范", "消息队列分区"),
+        ),
     )
     b.say(
         "## 第8节容量规划核查结论\n- 按提案的峰值 QP"
@@ -202,13 +194,7 @@ def _follow_ups(b: SessionBuilder, rng: random.Random, size: int) -> None:
     b.ask("你没有返回完整信息。请把每一节的核查结论都列出来，逐节对照提案原文。")
     b.tool_round(
         "补充检索时间表和风险相关的发布规范。",
-        [
-            (
-                "search_workspace",
-                {"query": "发布规范 影子流量 灰度 回滚"},
-                _search(rng, "发布规范 影子流量", size),
-            )
-        ],
+        _workspace(rng, size, ("发布规范 影子流量 灰度 回滚", "发布规范 影子流量")),
     )
     b.say(
         "## 逐节核查\n- 第1–3节：背景与现状描述与文"
