@@ -37,7 +37,6 @@ from foldwise.config import FoldwiseConfig, OffloadConfig
 from foldwise.messages import OFFLOAD_FLAG
 from foldwise.offload import (
     CLIPPED_FLAG,
-    ArtifactKind,
     ArtifactRef,
     ArtifactStore,
     FilesystemArtifactStore,
@@ -219,23 +218,6 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             meta["tool_call_id"] = message.tool_call_id
         return {k: v for k, v in meta.items() if v}
 
-    def _store_steps(
-        self,
-        thread_id: str,
-        text: str,
-        *,
-        source: str,
-        kind: ArtifactKind,
-        meta: dict[str, str] | None = None,
-    ) -> Steps[ArtifactRef]:
-        """Store one text (the store's async `aput` for async callers)."""
-        store = self.store
-        return (
-            yield from perform(
-                Io.of(store.put, store.aput, thread_id, text, source=source, kind=kind, meta=meta)
-            )
-        )
-
     def wrap_tool_call_steps(
         self, request: ToolCallRequest, call: Io[ToolMessage | Command[Any]]
     ) -> Steps[ToolMessage | Command[Any]]:
@@ -251,7 +233,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             ref: ArtifactRef | None = None
             error: Exception | None = None
             try:
-                ref = yield from self._store_steps(
+                ref = yield from self.store.put_steps(
                     thread_id,
                     text,
                     source=message.name or "tool",
@@ -342,7 +324,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         done: list[tuple[HumanMessage, str, ArtifactRef]] = []
         for message, text in candidates:
             try:
-                ref = yield from self._store_steps(
+                ref = yield from self.store.put_steps(
                     thread_id, text, source="human", kind="human", meta=self._meta(message)
                 )
             except Exception as exc:  # leave the message untouched, log, keep going
@@ -380,7 +362,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         text, _ = split_content(message.content)
         thread = thread_id or resolve_thread_id()
         try:
-            ref = yield from self._store_steps(
+            ref = yield from self.store.put_steps(
                 thread, text, source="human", kind="human", meta=self._meta(message)
             )
         except Exception as exc:  # leave the message untouched, log, keep going
@@ -418,7 +400,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             return None
         thread = thread_id or resolve_thread_id()
         try:
-            ref = yield from self._store_steps(thread, text, source="compaction", kind="archive")
+            ref = yield from self.store.put_steps(thread, text, source="compaction", kind="archive")
         except Exception as exc:  # the summary still lands; only the archive is missing
             logger.error(
                 "offload: archiving compacted messages failed in thread %s: %s", thread, exc
