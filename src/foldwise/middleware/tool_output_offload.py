@@ -19,6 +19,7 @@ from `foldwise._thread_id.resolve_thread_id`, the resolver the read/search tools
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, NotRequired, Self
@@ -125,18 +126,10 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
     ) -> Self:
         """Build the middleware from `foldwise.yaml`'s `offload` block."""
         offload = config.offload if isinstance(config, FoldwiseConfig) else config
-        return cls(
-            store=store,
-            root=offload.root,
-            enabled=offload.enabled,
-            archive_compacted=offload.archive_compacted,
-            tool_token_limit=offload.tool_token_limit,
-            human_token_limit=offload.human_token_limit,
-            exempt_tools=offload.exempt_tools,
-            preview_chars=offload.preview_chars,
-            max_bytes_per_thread=offload.max_bytes_per_thread,
-            add_tools=add_tools,
-        )
+        # Every constructor option the offload block has, under the same name.
+        fields = type(offload).model_fields
+        options = {n: getattr(offload, n) for n in inspect.signature(cls).parameters if n in fields}
+        return cls(store=store, add_tools=add_tools, **options)
 
     # -- tool results ----------------------------------------------------------------------
 
