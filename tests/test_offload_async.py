@@ -21,14 +21,13 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 
 import foldwise
-from foldwise._steps import run_async
+from foldwise._steps import given_sync, run_async
 from foldwise._thread_id import NO_THREAD, resolve_thread_id
 from foldwise.config import parse_config
 from foldwise.errors import StorageError
 from foldwise.messages import OFFLOAD_FLAG
 from foldwise.middleware.tool_output_offload import ToolOutputOffloadMiddleware
 from foldwise.offload import FilesystemArtifactStore, StoreArtifactStore
-from foldwise.offload._twins import given_sync
 from foldwise.testing import ScriptedChatModel
 from tests.support.async_only_store import AsyncOnlyStore
 

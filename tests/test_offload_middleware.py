@@ -461,3 +461,26 @@ def test_create_agent_offloads_pasted_input(tmp_path: Path) -> None:
     assert store.get("th-2", event["artifact_id"]) == pasted
     assert out["messages"][0].id == "paste-1"
     assert len(agent.get_state(config).values["messages"]) == 2
+
+
+def test_from_config_passes_every_same_named_offload_option(tmp_path: Path) -> None:
+    from foldwise.config import OffloadConfig
+
+    config = OffloadConfig(
+        root=str(tmp_path / "a"),
+        enabled=True,
+        archive_compacted=False,
+        tool_token_limit=7,
+        human_token_limit=9,
+        exempt_tools=["x"],
+        preview_chars=321,
+        max_bytes_per_thread=4096,
+    )
+    middleware = ToolOutputOffloadMiddleware.from_config(config, add_tools=False)
+    assert (middleware.tool_token_limit, middleware.human_token_limit) == (7, 9)
+    assert (middleware.preview_chars, middleware.archive_compacted) == (321, False)
+    assert middleware.exempt_tools == frozenset({"x"}) and middleware.tools == []
+    store = middleware.store
+    assert isinstance(store, FilesystemArtifactStore) and store.max_bytes_per_thread == 4096
+    assert store.put("t", "hello", source="s", kind="tool")
+    assert (tmp_path / "a").is_dir()

@@ -83,7 +83,7 @@ TEXTS = {
 }
 
 
-def test_backends_satisfy_the_protocol(store: BaseArtifactStore) -> None:
+def test_backends_satisfy_the_contract(store: BaseArtifactStore) -> None:
     assert isinstance(store, ArtifactStore)
 
 

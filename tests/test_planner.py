@@ -389,3 +389,14 @@ def _check_protected(preserved: tuple[BaseMessage, ...], history: list[BaseMessa
         for m in history[start:]:
             if isinstance(m, ToolMessage) and m.tool_call_id in own:
                 assert m.id in kept, "a result of the newest tool call was summarized"
+
+
+def test_plan_compaction_takes_decide_compactions_arguments() -> None:
+    import inspect
+
+    from foldwise.compaction import decide_compaction, plan_compaction
+
+    plan, decide = inspect.signature(plan_compaction), inspect.signature(decide_compaction)
+    assert plan.parameters == decide.parameters
+    assert plan.return_annotation == "CompactionPlan | None"
+    assert plan_compaction.__name__ == "plan_compaction"

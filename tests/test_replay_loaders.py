@@ -345,3 +345,27 @@ def test_empty_file(tmp_path: Path) -> None:
 def test_unknown_format_argument() -> None:
     err = error_of("[]", format="gemini")
     assert err.field == "format"
+
+
+def test_local_chat_models_keep_their_langchain_type_names() -> None:
+    from foldwise.replay import ReplayChatModel
+    from foldwise.summarizers import ExtractiveSummarizer
+    from foldwise.testing import FailingChatModel, ScriptedChatModel, SlowChatModel
+
+    names = [
+        m._llm_type
+        for m in (
+            ScriptedChatModel(responses=[]),
+            ReplayChatModel(),
+            ExtractiveSummarizer(),
+            FailingChatModel(),
+            SlowChatModel(),
+        )
+    ]
+    assert names == [
+        "foldwise-scripted",
+        "foldwise-replay",
+        "foldwise-extractive",
+        "foldwise-failing",
+        "foldwise-slow",
+    ]

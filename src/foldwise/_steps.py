@@ -18,20 +18,45 @@ handles failures in one place too::
     async def aarchive(...):  return await run_async(_archive_steps(...))
 
 The generator is the single source of truth; the twins are one line each and cannot drift.
+On a class, `sync_method` / `async_method` make those two lines once, keeping the step
+method's signature (for mypy and `inspect`) and docstring::
+
+    class Store:
+        def put_steps(self, key: str, *, value: int) -> Steps[int]: ...
+        put = sync_method(put_steps)
+        aput = async_method(put_steps)
+
+`given_sync` / `given_async` turn a callback a framework hands in (LangChain passes a blocking
+tool handler to `wrap_tool_call` and an awaitable one to `awrap_tool_call`) into an `Io`, so the
+logic around it is written once too; `perform` yields one request with its result's type.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
-__all__ = ["Io", "Steps", "blocking", "run_async", "run_sync"]
+__all__ = [
+    "Io",
+    "Steps",
+    "async_function",
+    "async_method",
+    "blocking",
+    "given_async",
+    "given_sync",
+    "perform",
+    "run_async",
+    "run_sync",
+    "sync_function",
+    "sync_method",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
+S = TypeVar("S")
 P = ParamSpec("P")
 
 Steps = Generator["Io[Any]", Any, R]
@@ -140,3 +165,83 @@ async def run_async(steps: Steps[R]) -> R:
         except Exception as exc:
             driver.error = exc
     return driver.value  # type: ignore[no-any-return]
+
+
+def _named(run: Callable[..., Any], steps: Callable[..., Any], prefix: str) -> None:
+    """Name `run` after `steps` without the `_steps` suffix (`put_steps` -> `put` / `aput`)."""
+    name = prefix + steps.__name__.removesuffix("_steps")
+    owner, dot, _ = steps.__qualname__.rpartition(".")
+    run.__name__, run.__qualname__ = name, f"{owner}{dot}{name}"
+
+
+def sync_method(steps: Callable[Concatenate[S, P], Steps[R]]) -> Callable[Concatenate[S, P], R]:
+    """The blocking method that runs `steps` (looked up on the instance, so overrides count)."""
+    name = steps.__name__
+
+    @functools.wraps(steps)
+    def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        method: Callable[P, Steps[R]] = getattr(self, name)
+        return run_sync(method(*args, **kwargs))
+
+    _named(run, steps, "")
+    return run
+
+
+def async_method(
+    steps: Callable[Concatenate[S, P], Steps[R]],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """The coroutine method that runs `steps` with the async driver."""
+    name = steps.__name__
+
+    @functools.wraps(steps)
+    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        method: Callable[P, Steps[R]] = getattr(self, name)
+        return await run_async(method(*args, **kwargs))
+
+    _named(run, steps, "a")
+    return run
+
+
+def sync_function(steps: Callable[P, Steps[R]], name: str) -> Callable[P, R]:
+    """The blocking function `name` that runs the step-generator function `steps`."""
+
+    @functools.wraps(steps)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return run_sync(steps(*args, **kwargs))
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+def async_function(steps: Callable[P, Steps[R]], name: str) -> Callable[P, Coroutine[Any, Any, R]]:
+    """The coroutine function `name` that runs `steps` with the async driver."""
+
+    @functools.wraps(steps)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await run_async(steps(*args, **kwargs))
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+def perform(request: Io[T]) -> Generator[Io[T], T, T]:
+    """Yield one request and return its result with its type (for use with `yield from`)."""
+    return (yield request)
+
+
+def _wrong_driver(*_args: object, **_kwargs: object) -> Any:
+    raise RuntimeError("a callback given for one driver was run by the other")
+
+
+async def _awrong_driver(*_args: object, **_kwargs: object) -> Any:
+    _wrong_driver()
+
+
+def given_sync(callback: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Io[T]:
+    """The request to call a blocking callback the framework gave (only `run_sync` may run it)."""
+    return Io(callback, _awrong_driver, args, dict(kwargs))
+
+
+def given_async(callback: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs) -> Io[T]:
+    """The request to await a callback the framework gave (only `run_async` may run it)."""
+    return Io(_wrong_driver, callback, args, dict(kwargs))

@@ -68,6 +68,14 @@ class ConfigError(UsageError):
         super().__init__(prefix + message)
 
 
+def _located(message: str, unit: str, number: int | None, field: str | None) -> str:
+    """`message` prefixed with where it applies: `line 3, field 'role': ...` (known parts)."""
+    where = [] if number is None else [f"{unit} {number}"]
+    if field:
+        where.append(f"field {field!r}")
+    return f"{', '.join(where)}: {message}" if where else message
+
+
 class MessageFormatError(UsageError):
     """A message is malformed (unknown role, tool message without a tool_call_id, ...).
 
@@ -77,12 +85,7 @@ class MessageFormatError(UsageError):
     def __init__(self, message: str, *, index: int | None = None, field: str | None = None) -> None:
         self.index = index
         self.field = field
-        where = []
-        if index is not None:
-            where.append(f"message {index}")
-        if field:
-            where.append(f"field {field!r}")
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        super().__init__(_located(message, "message", index, field))
 
 
 class TraceFormatError(UsageError):
@@ -91,12 +94,7 @@ class TraceFormatError(UsageError):
     def __init__(self, message: str, *, line: int | None = None, field: str | None = None) -> None:
         self.line = line
         self.field = field
-        where = []
-        if line is not None:
-            where.append(f"line {line}")
-        if field:
-            where.append(f"field {field!r}")
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        super().__init__(_located(message, "line", line, field))
 
 
 class ArtifactIdError(UsageError):

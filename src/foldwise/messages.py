@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -38,6 +39,7 @@ __all__ = [
     "is_hidden",
     "is_real_user_message",
     "message_text",
+    "split_content",
     "validate_messages",
 ]
 
@@ -74,16 +76,27 @@ def is_real_user_message(message: BaseMessage) -> bool:
 
 def message_text(message: BaseMessage) -> str:
     """The text of a message: string content, or its text blocks joined."""
-    content = message.content
+    return split_content(message.content)[0]
+
+
+def split_content(content: str | list[Any]) -> tuple[str, list[Any]]:
+    """The text of a message content and its non-text blocks.
+
+    String content is its own text. For block lists, text blocks (and bare strings) are joined
+    with newlines; every other block (images, files, ...) is returned to be kept as is.
+    """
     if isinstance(content, str):
-        return content
-    parts: list[str] = []
+        return content, []
+    texts: list[str] = []
+    others: list[Any] = []
     for block in content:
         if isinstance(block, str):
-            parts.append(block)
+            texts.append(block)
         elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "\n".join(parts)
+            texts.append(str(block.get("text", "")))
+        else:
+            others.append(block)
+    return "\n".join(texts), others
 
 
 def validate_messages(messages: Sequence[object]) -> None:

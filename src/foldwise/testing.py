@@ -9,17 +9,15 @@ import asyncio
 import hashlib
 import math
 import time
-from typing import Any
+from typing import Any, ClassVar
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForLLMRun,
-    CallbackManagerForLLMRun,
-)
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatResult
 from pydantic import ConfigDict, Field
+
+from foldwise._local_model import LocalChatModel, one_generation
 
 # The scripted model lives with replay, which plays recorded sessions back through it; production
 # code never imports this module (an import-linter contract in pyproject.toml keeps it so).
@@ -34,48 +32,30 @@ __all__ = [
 ]
 
 
-class FailingChatModel(BaseChatModel):
+class FailingChatModel(LocalChatModel):
     """A chat model whose every call raises `error` (default: `RuntimeError`)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
+    llm_type: ClassVar[str] = "foldwise-failing"
 
     error: Exception = Field(default_factory=lambda: RuntimeError("model unavailable"))
     calls: int = 0
 
-    @property
-    def _llm_type(self) -> str:
-        return "foldwise-failing"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _answer(self, messages: list[BaseMessage], options: dict[str, Any]) -> BaseMessage:
         self.calls += 1
         raise self.error
 
 
-class SlowChatModel(BaseChatModel):
+class SlowChatModel(LocalChatModel):
     """A chat model that sleeps `delay_seconds` before answering `content`."""
 
+    llm_type: ClassVar[str] = "foldwise-slow"
     delay_seconds: float = 1.0
     content: str = "done"
 
-    @property
-    def _llm_type(self) -> str:
-        return "foldwise-slow"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _answer(self, messages: list[BaseMessage], options: dict[str, Any]) -> BaseMessage:
         time.sleep(self.delay_seconds)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.content))])
+        return AIMessage(content=self.content)
 
     async def _agenerate(
         self,
@@ -84,8 +64,9 @@ class SlowChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        # Sleeps on the loop, so a caller's timeout can cancel it (no worker thread left behind).
         await asyncio.sleep(self.delay_seconds)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.content))])
+        return one_generation(AIMessage(content=self.content))
 
 
 class HashingEmbeddings(Embeddings):

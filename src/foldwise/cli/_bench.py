@@ -20,6 +20,18 @@ bench_app = typer.Typer(
 )
 
 
+_JsonOption = Annotated[bool, typer.Option("--json", help="Print the results as JSON.")]
+_OutOption = Annotated[
+    Path | None,
+    typer.Option("--out", help="Also write the JSON results to this file.", dir_okay=False),
+]
+
+
+def _quick(help_text: str) -> Any:
+    """The `--quick` option (a smaller run) with its command's description of it."""
+    return typer.Option("--quick", help=help_text)
+
+
 class _Report(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
@@ -47,14 +59,9 @@ def _print_report(report: _Report, *, as_json: bool, out: Path | None) -> None:
 
 @bench_app.command("tokens")
 def tokens(
-    quick: Annotated[
-        bool, typer.Option("--quick", help="Smaller corpus and histories (seconds).")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Also write the JSON results to this file.", dir_okay=False),
-    ] = None,
+    quick: Annotated[bool, _quick("Smaller corpus and histories (seconds).")] = False,
+    as_json: _JsonOption = False,
+    out: _OutOption = None,
 ) -> None:
     """Token counting: accuracy per content class and per-call cost vs LangChain.
 
@@ -72,14 +79,9 @@ def tokens(
 
 @bench_app.command("suite")
 def suite(
-    quick: Annotated[
-        bool, typer.Option("--quick", help="Smaller scenarios (about a minute).")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Also write the JSON results to this file.", dir_okay=False),
-    ] = None,
+    quick: Annotated[bool, _quick("Smaller scenarios (about a minute).")] = False,
+    as_json: _JsonOption = False,
+    out: _OutOption = None,
     results_dir: Annotated[
         Path | None,
         typer.Option(
@@ -104,7 +106,7 @@ def suite(
 
 @bench_app.command("decision")
 def decision(
-    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    as_json: _JsonOption = False,
 ) -> None:
     """Per-call compaction decision cost on a 1,000-call run vs LangChain's middleware."""
     from foldwise.bench._decision import run_decision_benchmark
@@ -116,7 +118,7 @@ def decision(
 
 @bench_app.command("offload")
 def offload(
-    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    as_json: _JsonOption = False,
 ) -> None:
     """The big-corpus research session through foldwise with offload off and on.
 

@@ -93,21 +93,24 @@ def _yaml(value: Any) -> str:
     return text.strip()
 
 
+_RULES: tuple[tuple[type[Any], str, str], ...] = (
+    (annotated_types.Gt, "gt", "> {}"),
+    (annotated_types.Ge, "ge", ">= {}"),
+    (annotated_types.Lt, "lt", "< {}"),
+    (annotated_types.Le, "le", "<= {}"),
+    (annotated_types.MinLen, "min_length", "length >= {}"),
+    (annotated_types.MaxLen, "max_length", "length <= {}"),
+)
+"""(constraint type, its attribute, how the reference writes it)."""
+
+
 def _constraints(info: FieldInfo) -> str:
-    rules: list[str] = []
-    for meta in info.metadata:
-        if isinstance(meta, annotated_types.Gt):
-            rules.append(f"> {meta.gt}")
-        elif isinstance(meta, annotated_types.Ge):
-            rules.append(f">= {meta.ge}")
-        elif isinstance(meta, annotated_types.Lt):
-            rules.append(f"< {meta.lt}")
-        elif isinstance(meta, annotated_types.Le):
-            rules.append(f"<= {meta.le}")
-        elif isinstance(meta, annotated_types.MinLen):
-            rules.append(f"length >= {meta.min_length}")
-        elif isinstance(meta, annotated_types.MaxLen):
-            rules.append(f"length <= {meta.max_length}")
+    rules = [
+        form.format(getattr(meta, attr))
+        for meta in info.metadata
+        for kind, attr, form in _RULES
+        if isinstance(meta, kind)
+    ]
     return "; ".join(rules)
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec
 
 from langchain_core.messages import BaseMessage
 
@@ -34,6 +36,8 @@ __all__ = [
     "decide_compaction",
     "plan_compaction",
 ]
+
+P = ParamSpec("P")
 
 
 class SkipReason(StrEnum):
@@ -366,24 +370,24 @@ def decide_compaction(
     return _plan(call, trigger)
 
 
-def plan_compaction(
-    messages: Sequence[BaseMessage],
-    *,
-    policy: CompactionPolicy,
-    summary_text: str | None = None,
-    counter: TokenCounter | None = None,
-    force: bool = False,
-    static_tokens: int = 0,
-) -> CompactionPlan | None:
-    """Plan a compaction of `messages`, or return `None` when there is nothing to do.
+def _plan_only(
+    decide: Callable[P, CompactionDecision],
+) -> Callable[P, CompactionPlan | None]:
+    """`decide` returning only the decision's plan (same signature, for mypy and `inspect`)."""
 
-    See `decide_compaction` for the arguments and for the reason when it returns `None`.
+    @functools.wraps(decide)
+    def plan(*args: P.args, **kwargs: P.kwargs) -> CompactionPlan | None:
+        return decide(*args, **kwargs).plan
+
+    plan.__name__ = plan.__qualname__ = "plan_compaction"
+    plan.__signature__ = inspect.signature(decide).replace(  # type: ignore[attr-defined]
+        return_annotation="CompactionPlan | None"
+    )
+    plan.__doc__ = """Plan a compaction of `messages`, or return `None` when there is nothing to do.
+
+    It takes the arguments of `decide_compaction`, which also says why it returns `None`.
     """
-    return decide_compaction(
-        messages,
-        policy=policy,
-        summary_text=summary_text,
-        counter=counter,
-        force=force,
-        static_tokens=static_tokens,
-    ).plan
+    return plan
+
+
+plan_compaction = _plan_only(decide_compaction)

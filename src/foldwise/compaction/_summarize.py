@@ -23,7 +23,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
-from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._steps import Io, Steps, async_function, sync_function
 from foldwise.compaction._prompt import build_condense_prompt
 from foldwise.compaction._receipt import SummaryAttempt
 from foldwise.config import BUILTIN_EXTRACTIVE
@@ -306,60 +306,11 @@ def summary_steps(
     )
 
 
-def generate_summary(
-    prompt: str | PromptFor,
-    names: Sequence[str],
-    resolve: ModelResolver,
-    *,
-    input_tokens: int,
-    count: Callable[[str], int],
-    timeout: float,
-    target_tokens: int | None = None,
-) -> SummaryResult:
-    """Run `summary_steps` with blocking calls.
+generate_summary = sync_function(summary_steps, "generate_summary")
+"""Run `summary_steps` with blocking calls; raises `SummaryGenerationError` if all fail."""
 
-    Raises:
-        SummaryGenerationError: Every candidate failed; carries each attempt's error.
-    """
-    return run_sync(
-        summary_steps(
-            prompt,
-            names,
-            resolve,
-            input_tokens=input_tokens,
-            count=count,
-            timeout=timeout,
-            target_tokens=target_tokens,
-        )
-    )
-
-
-async def agenerate_summary(
-    prompt: str | PromptFor,
-    names: Sequence[str],
-    resolve: ModelResolver,
-    *,
-    input_tokens: int,
-    count: Callable[[str], int],
-    timeout: float,  # noqa: ASYNC109 - the per-call budget, enforced by asyncio.timeout
-    target_tokens: int | None = None,
-) -> SummaryResult:
-    """Run `summary_steps` with the models' async API; never blocks the event loop.
-
-    Raises:
-        SummaryGenerationError: Every candidate failed; carries each attempt's error.
-    """
-    return await run_async(
-        summary_steps(
-            prompt,
-            names,
-            resolve,
-            input_tokens=input_tokens,
-            count=count,
-            timeout=timeout,
-            target_tokens=target_tokens,
-        )
-    )
+agenerate_summary = async_function(summary_steps, "agenerate_summary")
+"""Run `summary_steps` with the models' async API; never blocks the event loop."""
 
 
 def _failed(name: str, error: str, started: float) -> SummaryAttempt:

@@ -19,6 +19,7 @@ from `foldwise._thread_id.resolve_thread_id`, the resolver the read/search tools
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, NotRequired, Self
@@ -31,13 +32,12 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from foldwise._incremental import NewMessages
-from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._steps import Io, Steps, given_async, given_sync, perform, run_async, run_sync
 from foldwise._thread_id import resolve_thread_id
 from foldwise.config import FoldwiseConfig, OffloadConfig
 from foldwise.messages import OFFLOAD_FLAG
 from foldwise.offload import (
     CLIPPED_FLAG,
-    ArtifactKind,
     ArtifactRef,
     ArtifactStore,
     FilesystemArtifactStore,
@@ -49,7 +49,6 @@ from foldwise.offload import (
     replace_message_text,
     split_content,
 )
-from foldwise.offload._twins import given_async, given_sync, perform
 from foldwise.tokens import estimate_tokens
 
 __all__ = ["OffloadState", "ToolOutputOffloadMiddleware"]
@@ -146,18 +145,10 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
     ) -> Self:
         """Build the middleware from `foldwise.yaml`'s `offload` block."""
         offload = config.offload if isinstance(config, FoldwiseConfig) else config
-        return cls(
-            store=store,
-            root=offload.root,
-            enabled=offload.enabled,
-            archive_compacted=offload.archive_compacted,
-            tool_token_limit=offload.tool_token_limit,
-            human_token_limit=offload.human_token_limit,
-            exempt_tools=offload.exempt_tools,
-            preview_chars=offload.preview_chars,
-            max_bytes_per_thread=offload.max_bytes_per_thread,
-            add_tools=add_tools,
-        )
+        # Every constructor option the offload block has, under the same name.
+        fields = type(offload).model_fields
+        options = {n: getattr(offload, n) for n in inspect.signature(cls).parameters if n in fields}
+        return cls(store=store, add_tools=add_tools, **options)
 
     # -- tool results ----------------------------------------------------------------------
 
@@ -239,23 +230,6 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             meta["tool_call_id"] = message.tool_call_id
         return {k: v for k, v in meta.items() if v}
 
-    def _store_steps(
-        self,
-        thread_id: str,
-        text: str,
-        *,
-        source: str,
-        kind: ArtifactKind,
-        meta: dict[str, str] | None = None,
-    ) -> Steps[ArtifactRef]:
-        """Store one text (the store's async `aput` for async callers)."""
-        store = self.store
-        return (
-            yield from perform(
-                Io.of(store.put, store.aput, thread_id, text, source=source, kind=kind, meta=meta)
-            )
-        )
-
     def wrap_tool_call_steps(
         self, request: ToolCallRequest, call: Io[ToolMessage | Command[Any]]
     ) -> Steps[ToolMessage | Command[Any]]:
@@ -273,7 +247,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             ref: ArtifactRef | None = None
             error: Exception | None = None
             try:
-                ref = yield from self._store_steps(
+                ref = yield from self.store.put_steps(
                     thread_id,
                     text,
                     source=message.name or "tool",
@@ -366,7 +340,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         done: list[tuple[HumanMessage, str, ArtifactRef]] = []
         for message, text in candidates:
             try:
-                ref = yield from self._store_steps(
+                ref = yield from self.store.put_steps(
                     thread_id, text, source="human", kind="human", meta=self._meta(message)
                 )
             except Exception as exc:  # leave the message untouched, log, keep going
@@ -404,7 +378,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         text, _ = split_content(message.content)
         thread = thread_id or resolve_thread_id()
         try:
-            ref = yield from self._store_steps(
+            ref = yield from self.store.put_steps(
                 thread, text, source="human", kind="human", meta=self._meta(message)
             )
         except Exception as exc:  # leave the message untouched, log, keep going
@@ -442,7 +416,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             return None
         thread = thread_id or resolve_thread_id()
         try:
-            ref = yield from self._store_steps(thread, text, source="compaction", kind="archive")
+            ref = yield from self.store.put_steps(thread, text, source="compaction", kind="archive")
         except Exception as exc:  # the summary still lands; only the archive is missing
             logger.error(
                 "offload: archiving compacted messages failed in thread %s: %s", thread, exc

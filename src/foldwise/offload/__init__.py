@@ -13,6 +13,7 @@ The agent-facing piece is `foldwise.middleware.tool_output_offload.ToolOutputOff
 """
 
 from foldwise._thread_id import resolve_thread_id
+from foldwise.messages import split_content
 from foldwise.offload._blocking import BlockingArtifactStore
 from foldwise.offload._factory import (
     acollect_garbage,
@@ -43,14 +44,12 @@ from foldwise.offload._notice import (
     human_notice,
     offloaded_text,
     replace_message_text,
-    split_content,
     tool_notice,
 )
 from foldwise.offload._preview import make_preview, one_line_preview
-from foldwise.offload._protocol import DEFAULT_PAGE_CHARS, ArtifactStore
 from foldwise.offload._reducer import MAX_OFFLOAD_EVENTS, merge_offloads
 from foldwise.offload._rows import MAX_ROW_CHARS, iter_rows, join_rows
-from foldwise.offload._store import BaseArtifactStore
+from foldwise.offload._store import DEFAULT_PAGE_CHARS, ArtifactStore, BaseArtifactStore
 from foldwise.offload._tools import (
     NO_THREAD_ID,
     READ_TOOL_NAME,

@@ -12,9 +12,8 @@ import builtins
 from datetime import datetime
 from typing import Any, Protocol
 
-from foldwise._steps import Io, Steps
+from foldwise._steps import Io, Steps, perform
 from foldwise.offload._store import BaseArtifactStore, PieceReader
-from foldwise.offload._twins import perform
 
 __all__ = ["BlockingArtifactStore", "TextHandle"]
 

@@ -6,13 +6,12 @@ from datetime import datetime, timedelta
 
 from langgraph.store.base import BaseStore
 
-from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._steps import Io, Steps, perform, run_async, run_sync
 from foldwise.config import FoldwiseConfig, OffloadConfig
 from foldwise.offload._filesystem import FilesystemArtifactStore
 from foldwise.offload._langgraph_store import StoreArtifactStore
 from foldwise.offload._models import GcReport
-from foldwise.offload._protocol import ArtifactStore
-from foldwise.offload._twins import perform
+from foldwise.offload._store import ArtifactStore
 
 __all__ = ["acollect_garbage", "artifact_store_from_config", "collect_garbage"]
 

@@ -22,11 +22,10 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, Item
 
-from foldwise._steps import Io, Steps
+from foldwise._steps import Io, Steps, perform
 from foldwise.errors import StorageError
 from foldwise.offload._ids import ARTIFACT_ID_PATTERN
 from foldwise.offload._store import BaseArtifactStore, PieceReader, no_io
-from foldwise.offload._twins import perform
 
 __all__ = ["CHUNKS_NAMESPACE", "REFS_NAMESPACE", "StoreArtifactStore"]
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
-from foldwise.messages import OFFLOAD_FLAG
+from foldwise.messages import OFFLOAD_FLAG, split_content
 from foldwise.offload._models import ArtifactRef
 from foldwise.offload._preview import make_preview
 from foldwise.offload._tools import READ_TOOL_NAME, SEARCH_TOOL_NAME
@@ -23,7 +23,6 @@ __all__ = [
     "human_notice",
     "offloaded_text",
     "replace_message_text",
-    "split_content",
     "tool_notice",
 ]
 
@@ -41,24 +40,26 @@ def _how_to_read(artifact_id: str) -> str:
     )
 
 
+def _notice(ref: ArtifactRef, subject: str, stored: str) -> str:
+    size = f"({ref.chars:,} characters, ~{ref.tokens:,} tokens, {ref.lines:,} lines)"
+    return (
+        f"[foldwise offload] {subject} {size} {stored} only its beginning and end are shown "
+        "below. " + _how_to_read(ref.artifact_id)
+    )
+
+
 def tool_notice(ref: ArtifactRef) -> str:
     """The reference block placed above the preview of an offloaded tool result."""
-    return (
-        f"[foldwise offload] The full output of tool `{ref.source}` ({ref.chars:,} characters, "
-        f"~{ref.tokens:,} tokens, {ref.lines:,} lines) was stored as artifact "
-        f"{ref.artifact_id}; only its beginning and end are shown below. "
-        + _how_to_read(ref.artifact_id)
-    )
+    subject = f"The full output of tool `{ref.source}`"
+    return _notice(ref, subject, f"was stored as artifact {ref.artifact_id};")
 
 
 def human_notice(ref: ArtifactRef) -> str:
     """The reference block placed above the preview of an offloaded user message."""
-    return (
-        f"[foldwise offload] This user message ({ref.chars:,} characters, ~{ref.tokens:,} "
-        f"tokens, {ref.lines:,} lines) was too long to include in full; it was stored verbatim as "
-        f"artifact {ref.artifact_id} and only its beginning and end are shown below. "
-        + _how_to_read(ref.artifact_id)
+    stored = (
+        f"was too long to include in full; it was stored verbatim as artifact {ref.artifact_id} and"
     )
+    return _notice(ref, "This user message", stored)
 
 
 def offloaded_text(text: str, ref: ArtifactRef, *, preview_chars: int) -> str:
@@ -75,26 +76,6 @@ def clipped_text(text: str, *, source: str, tokens: int, preview_chars: int) -> 
         "not recoverable. If you need it, repeat the request in smaller parts."
     )
     return notice + _RULE + make_preview(text, max_chars=preview_chars)
-
-
-def split_content(content: str | list[Any]) -> tuple[str, list[Any]]:
-    """The text of a message content and its non-text blocks.
-
-    String content is its own text. For block lists, text blocks (and bare strings) are joined
-    with newlines; every other block (images, files, ...) is returned to be kept as is.
-    """
-    if isinstance(content, str):
-        return content, []
-    texts: list[str] = []
-    others: list[Any] = []
-    for block in content:
-        if isinstance(block, str):
-            texts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            texts.append(str(block.get("text", "")))
-        else:
-            others.append(block)
-    return "\n".join(texts), others
 
 
 def replace_message_text(

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from foldwise._steps import Io, Steps
+from foldwise._steps import Io, Steps, async_method, sync_method
 from foldwise.errors import ArtifactNotFoundError, StorageError
 from foldwise.offload._ids import make_artifact_id, thread_key, validate_artifact_id
 from foldwise.offload._models import (
@@ -39,19 +39,20 @@ from foldwise.offload._models import (
     GcReport,
 )
 from foldwise.offload._preview import one_line_preview, printable
-from foldwise.offload._protocol import DEFAULT_PAGE_CHARS
 from foldwise.offload._rows import RowSplitter, count_rows
 from foldwise.offload._search import DEFAULT_SEARCH_SECONDS, RowSearch
-from foldwise.offload._twins import async_method, sync_method
 from foldwise.tokens import estimate_tokens
 
-__all__ = ["BaseArtifactStore", "PieceReader", "no_io"]
+__all__ = ["DEFAULT_PAGE_CHARS", "ArtifactStore", "BaseArtifactStore", "PieceReader", "no_io"]
 
 logger = logging.getLogger(__name__)
 
 _MAX_META_VALUE = 200
 _INLINE_CHARS = 32_000
 """Texts up to this size are described on the calling thread (the event loop, when async)."""
+DEFAULT_PAGE_CHARS = 16_000
+"""Default character bound of one page (about 4,000 tokens of English)."""
+
 R = TypeVar("R")
 
 
@@ -107,9 +108,14 @@ class _RowCursor:
 
 
 class BaseArtifactStore(abc.ABC):
-    """Shared implementation of `ArtifactStore` over a few backend primitives.
+    """Where offloaded texts live: generated ids, atomic writes, bounded reads, lifecycle.
 
-    Every public method `x` has an async twin `ax`; both run the step generator `x_steps`.
+    The one contract every artifact store backend implements (`ArtifactStore` names it), and
+    the logic they share over a few backend primitives. Every method takes the owning
+    `thread_id`: an artifact is only visible from its thread. Artifact ids that foldwise did
+    not generate raise `ArtifactIdError` before any storage is touched; missing artifacts raise
+    `ArtifactNotFoundError`; backend failures `StorageError`. Every public method `x` has an
+    async twin `ax`; both run the step generator `x_steps`, where its signature is stated once.
 
     Args:
         max_bytes_per_thread: Quota enforced after every `put` (oldest artifacts evicted
@@ -223,7 +229,7 @@ class BaseArtifactStore(abc.ABC):
         kind: ArtifactKind,
         meta: Mapping[str, str] | None = None,
     ) -> Steps[ArtifactRef]:
-        """Store `content` and return its reference; see `ArtifactStore.put`.
+        """Store `content` (identical content in a thread is stored once) and return its ref.
 
         Raises:
             ArtifactIdError: The thread id is unusable.
@@ -273,7 +279,7 @@ class BaseArtifactStore(abc.ABC):
             )
 
     def get_steps(self, thread_id: str, artifact_id: str) -> Steps[str]:
-        """Return the whole stored text; see `ArtifactStore.get`."""
+        """Return the whole stored text."""
         key, artifact_id = thread_key(thread_id), validate_artifact_id(artifact_id)
         meta = yield from self._meta_steps(key, artifact_id)
         parts: builtins.list[str] = []
@@ -283,7 +289,7 @@ class BaseArtifactStore(abc.ABC):
         return "".join(parts)
 
     def get_ref_steps(self, thread_id: str, artifact_id: str) -> Steps[ArtifactRef]:
-        """Return an artifact's reference; see `ArtifactStore.get_ref`."""
+        """Return the reference of a stored artifact."""
         key, artifact_id = thread_key(thread_id), validate_artifact_id(artifact_id)
         return ArtifactRef.from_dict((yield from self._meta_steps(key, artifact_id)))
 
@@ -299,7 +305,7 @@ class BaseArtifactStore(abc.ABC):
         limit: int = 200,
         max_chars: int = DEFAULT_PAGE_CHARS,
     ) -> Steps[ArtifactPage]:
-        """Return a bounded page of rows; see `ArtifactStore.read_page`."""
+        """Up to `limit` rows from row `offset`, bounded by `max_chars` (at least one row)."""
         key, artifact_id = thread_key(thread_id), validate_artifact_id(artifact_id)
         meta = yield from self._meta_steps(key, artifact_id)
         offset, limit = max(0, int(offset)), max(1, int(limit))
@@ -328,7 +334,7 @@ class BaseArtifactStore(abc.ABC):
         max_matches: int = 20,
         timeout_seconds: float = DEFAULT_SEARCH_SECONDS,
     ) -> Steps[ArtifactSearchResult]:
-        """Search an artifact's rows; see `ArtifactStore.search`.
+        """Rows containing `pattern`, with a time budget.
 
         A regular expression runs in a killable child process (off the event loop in `asearch`).
 
@@ -459,3 +465,7 @@ class BaseArtifactStore(abc.ABC):
     adelete_thread = async_method(delete_thread_steps)
     gc = sync_method(gc_steps)
     agc = async_method(gc_steps)
+
+
+ArtifactStore = BaseArtifactStore
+"""The artifact store contract: `BaseArtifactStore`, which every backend derives from."""

@@ -16,14 +16,13 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import Field
 
-from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._steps import Io, Steps, perform, run_async, run_sync
 from foldwise._thread_id import NO_THREAD, resolve_thread_id
 from foldwise.errors import ArtifactIdError, ArtifactNotFoundError, StorageError
 from foldwise.offload._models import ArtifactPage, ArtifactSearchResult, SearchMatch
-from foldwise.offload._protocol import DEFAULT_PAGE_CHARS, ArtifactStore
 from foldwise.offload._rows import MAX_ROW_CHARS
 from foldwise.offload._search import DEFAULT_SEARCH_SECONDS
-from foldwise.offload._twins import perform
+from foldwise.offload._store import DEFAULT_PAGE_CHARS, ArtifactStore
 
 __all__ = [
     "MAX_PAGE_ROWS",

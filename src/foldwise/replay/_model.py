@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
 from foldwise.errors import ConfigError
 from foldwise.messages import message_text
-from foldwise.replay._scripted import RecordedRequest, ScriptedChatModel
+from foldwise.replay._scripted import (
+    SCRIPTED_PROVIDER,
+    RecordedRequest,
+    ScriptedChatModel,
+    stamp_answer,
+)
 from foldwise.summarizers import ExtractiveSummarizer
 from foldwise.tokens import TokenCounter, get_counter
 
@@ -28,7 +30,7 @@ __all__ = [
     "is_summarizer_prompt",
 ]
 
-PROVIDER_NAME = "foldwise-scripted"
+PROVIDER_NAME = SCRIPTED_PROVIDER
 """`response_metadata.model_provider` of the answers (as `ScriptedChatModel` reports it)."""
 _SUMMARY_MARKERS = ("<new_messages>", "Messages to summarize:")
 
@@ -73,6 +75,7 @@ class ReplayChatModel(ScriptedChatModel):
             when the optional tokenizers are installed, else the estimate).
     """
 
+    llm_type: ClassVar[str] = "foldwise-replay"
     window: int | None = None
     provider_counter: Any = None
 
@@ -80,10 +83,6 @@ class ReplayChatModel(ScriptedChatModel):
     _attempts: list[ProviderAttempt] = PrivateAttr(default_factory=list)
     _force_next: bool = PrivateAttr(default=False)
     _summarizer: ExtractiveSummarizer = PrivateAttr(default_factory=ExtractiveSummarizer)
-
-    @property
-    def _llm_type(self) -> str:
-        return "foldwise-replay"
 
     @property
     def counter(self) -> TokenCounter:
@@ -116,16 +115,9 @@ class ReplayChatModel(ScriptedChatModel):
         counter = self.counter
         return sum(counter.count_message(m) for m in messages) + counter.count_tools(tools)
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _answer(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> BaseMessage:
         if is_summarizer_prompt(messages):
-            summary = AIMessage(content=self._summarizer.summarize(messages))
-            return ChatResult(generations=[ChatGeneration(message=summary)])
+            return AIMessage(content=self._summarizer.summarize(messages))
         tools = list(kwargs.get("tools") or [])
         tokens = self.provider_tokens(messages, tools)
         over = self.window is not None and tokens > self.window
@@ -147,18 +139,8 @@ class ReplayChatModel(ScriptedChatModel):
             self._attempts.append(ProviderAttempt(tokens, False, forced=over, synthetic=synthetic))
         # Same usage and metadata as `ScriptedChatModel(usage=True)` reports, so a live agent
         # on a ScriptedChatModel counting like this provider makes identical decisions.
-        output = math.ceil(len(str(answer.content)) / 4)
-        answer.usage_metadata = {
-            "input_tokens": tokens,
-            "output_tokens": output,
-            "total_tokens": tokens + output,
-        }
-        answer.response_metadata = {
-            **answer.response_metadata,
-            "model_provider": PROVIDER_NAME,
-            "model_name": self.model_name,
-        }
-        return ChatResult(generations=[ChatGeneration(message=answer)])
+        stamp_answer(answer, self.model_name, tokens)
+        return answer
 
 
 def default_provider_counter() -> TokenCounter:

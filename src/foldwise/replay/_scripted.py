@@ -9,16 +9,35 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import ConfigDict, Field, PrivateAttr
 
-__all__ = ["RecordedRequest", "ScriptedChatModel"]
+from foldwise._local_model import LocalChatModel
+
+__all__ = ["SCRIPTED_PROVIDER", "RecordedRequest", "ScriptedChatModel", "stamp_answer"]
+
+SCRIPTED_PROVIDER = "foldwise-scripted"
+"""`response_metadata.model_provider` of scripted and replayed answers."""
+
+
+def stamp_answer(message: AIMessage, model_name: str, input_tokens: int | None) -> None:
+    """Set the provider metadata, and usage when `input_tokens` is given (output: chars / 4)."""
+    if input_tokens is not None:
+        output = math.ceil(len(str(message.content)) / 4)
+        message.usage_metadata = {
+            "input_tokens": input_tokens,
+            "output_tokens": output,
+            "total_tokens": input_tokens + output,
+        }
+    message.response_metadata = {
+        **message.response_metadata,
+        "model_provider": SCRIPTED_PROVIDER,
+        "model_name": model_name,
+    }
 
 
 class RecordedRequest:
@@ -35,7 +54,7 @@ class RecordedRequest:
         return f"RecordedRequest(messages={len(self.messages)}, tools={len(self.tools)})"
 
 
-class ScriptedChatModel(BaseChatModel):
+class ScriptedChatModel(LocalChatModel):
     """A chat model that answers from a script and records every request.
 
     Each call takes the next entry of `responses`: a string (an `AIMessage` with that content),
@@ -58,6 +77,7 @@ class ScriptedChatModel(BaseChatModel):
         'hello'
     """
 
+    llm_type: ClassVar[str] = "foldwise-scripted"
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     responses: list[Any] = Field(default_factory=list)
@@ -75,10 +95,6 @@ class ScriptedChatModel(BaseChatModel):
     def requests(self) -> list[RecordedRequest]:
         """Every request received so far, in order."""
         return self._requests
-
-    @property
-    def _llm_type(self) -> str:
-        return "foldwise-scripted"
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
@@ -99,7 +115,7 @@ class ScriptedChatModel(BaseChatModel):
             return int(self.input_token_counter(messages))
         return sum(math.ceil(len(str(m.content)) / 4) + 3 for m in messages)
 
-    def _next(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> ChatResult:
+    def _answer(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> BaseMessage:
         with self._lock:
             self._requests.append(
                 RecordedRequest(list(messages), list(kwargs.get("tools") or []), dict(kwargs))
@@ -126,25 +142,6 @@ class ScriptedChatModel(BaseChatModel):
         message = item if isinstance(item, BaseMessage) else AIMessage(content=str(item))
         if isinstance(message, AIMessage):
             message = message.model_copy(deep=True)
-            if self.usage and message.usage_metadata is None:
-                output = math.ceil(len(str(message.content)) / 4)
-                message.usage_metadata = {
-                    "input_tokens": input_tokens,
-                    "output_tokens": output,
-                    "total_tokens": input_tokens + output,
-                }
-            message.response_metadata = {
-                **message.response_metadata,
-                "model_provider": "foldwise-scripted",
-                "model_name": self.model_name,
-            }
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._next(messages, kwargs)
+            usage = self.usage and message.usage_metadata is None
+            stamp_answer(message, self.model_name, input_tokens if usage else None)
+        return message

@@ -77,6 +77,19 @@ class BuildContext:
     workdir: Path
     thread_id: str = "replay"
 
+    def langchain_agent(
+        self, *middleware: AgentMiddleware[Any, Any, Any], state_schema: Any = None
+    ) -> Any:
+        """LangChain's `create_agent` over the trace, with `middleware` outside the probe."""
+        return lc_create_agent(
+            self.model,
+            tools=list(self.tools),
+            system_prompt=self.system_prompt,
+            middleware=[*middleware, self.probe],
+            checkpointer=self.checkpointer,
+            state_schema=state_schema,
+        )
+
 
 def _extractive(messages: list[BaseMessage]) -> str:
     return ExtractiveSummarizer().summarize(messages)
@@ -233,13 +246,7 @@ class LangChainSystem(ReplaySystem):
         middleware = LCSummarization(
             ctx.model, trigger=self.trigger(ctx), summarizer=ctx.tap.wrap(_extractive)
         )
-        return lc_create_agent(
-            ctx.model,
-            tools=list(ctx.tools),
-            system_prompt=ctx.system_prompt,
-            middleware=[middleware, ctx.probe],
-            checkpointer=ctx.checkpointer,
-        )
+        return ctx.langchain_agent(middleware)
 
 
 class LangChainMatchedSystem(LangChainSystem):
@@ -292,19 +299,12 @@ class DeepAgentsSystem(ReplaySystem):
         summ = importlib.import_module("deepagents.middleware.summarization")
         patch = importlib.import_module("deepagents.middleware.patch_tool_calls")
         backend = backends.StateBackend()
-        return lc_create_agent(
-            ctx.model,
-            tools=list(ctx.tools),
-            system_prompt=ctx.system_prompt,
-            middleware=[
-                fs.FilesystemMiddleware(backend=backend),
-                summ.create_summarization_middleware(
-                    ctx.model, backend, summarizer=ctx.tap.wrap(_extractive)
-                ),
-                patch.PatchToolCallsMiddleware(),
-                ctx.probe,
-            ],
-            checkpointer=ctx.checkpointer,
+        return ctx.langchain_agent(
+            fs.FilesystemMiddleware(backend=backend),
+            summ.create_summarization_middleware(
+                ctx.model, backend, summarizer=ctx.tap.wrap(_extractive)
+            ),
+            patch.PatchToolCallsMiddleware(),
             state_schema=graph.DeepAgentState,
         )
 
@@ -342,13 +342,7 @@ class RawSystem(ReplaySystem):
     window_limited = False
 
     def build(self, ctx: BuildContext) -> Any:
-        return lc_create_agent(
-            ctx.model,
-            tools=list(ctx.tools),
-            system_prompt=ctx.system_prompt,
-            middleware=[ctx.probe],
-            checkpointer=ctx.checkpointer,
-        )
+        return ctx.langchain_agent()
 
 
 _SYSTEMS: dict[str, Callable[[], ReplaySystem]] = {

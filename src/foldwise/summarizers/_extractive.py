@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from pydantic import Field, field_validator
 
+from foldwise._local_model import LocalChatModel
 from foldwise.compaction._prompt_transcript import (
     extract_prompt_sections,
     parse_transcript,
@@ -34,7 +33,7 @@ MAX_INPUT_FRACTION = 0.4
 """A summary is never larger than this share of the text it summarizes."""
 
 
-class ExtractiveSummarizer(BaseChatModel):
+class ExtractiveSummarizer(LocalChatModel):
     """A deterministic, offline summarizer: structured sections extracted from the transcript.
 
     It is foldwise's embedded default (foldwise works with no model at all) and the last-resort
@@ -64,6 +63,7 @@ class ExtractiveSummarizer(BaseChatModel):
         ## Session intent
     """
 
+    llm_type: ClassVar[str] = "foldwise-extractive"
     max_tokens: int = Field(default=1200, gt=0)
     """Upper bound of the summary, in estimated tokens."""
     language: str | None = None
@@ -76,10 +76,6 @@ class ExtractiveSummarizer(BaseChatModel):
             known = ", ".join(sorted(LANGUAGES))
             raise ValueError(f"language must be one of {known} or null, got {value!r}")
         return value
-
-    @property
-    def _llm_type(self) -> str:
-        return "foldwise-extractive"
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
@@ -131,19 +127,12 @@ class ExtractiveSummarizer(BaseChatModel):
         )
         return text
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _answer(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> BaseMessage:
         # A per-call `max_tokens` (bound by foldwise to the summary's size target, or passed
         # by any caller as with other chat models) lowers the ceiling for this call.
         ceiling = kwargs.get("max_tokens")
         text = self.summarize(messages, max_tokens=ceiling if isinstance(ceiling, int) else None)
-        message = AIMessage(content=text, response_metadata={"model_name": "extractive"})
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        return AIMessage(content=text, response_metadata={"model_name": "extractive"})
 
 
 def _prompt_sections(messages: Sequence[BaseMessage]) -> tuple[str | None, str | None]:

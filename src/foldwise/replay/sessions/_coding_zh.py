@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage
 
 from foldwise.replay.sessions._text import SessionBuilder, fill, pick
 
@@ -169,27 +169,23 @@ def _edit_rounds(b: SessionBuilder, rng: random.Random, scale: float, rounds: in
 
 def _log_review(b: SessionBuilder, rng: random.Random, scale: float) -> None:
     """The settlement-log check and the closing summary (a 90,000-character log dump)."""
-    b.messages.append(AIMessage("测试已全部通过。接下来我看一下结算日志，确认线上是否有同类问题。"))
-    b.messages.append(HumanMessage("看一下 logs/settlement.log 里上周有没有金额差一分钱的批次。"))
+    b.say("测试已全部通过。接下来我看一下结算日志，确认线上是否有同类问题。")
+    b.ask("看一下 logs/settlement.log 里上周有没有金额差一分钱的批次。")
     b.tool_round(
         "读取结算日志。",
         [
             ("bash", {"command": "cat logs/settlement.log"}, _log(rng, int(90000 * scale))),
         ],
     )
-    b.messages.append(
-        AIMessage(
-            "日志里有 17 个批次出现一分钱差异，都发生在 11 月 "
-            "3 日之后，和 round_amount 的改动时间一致。"
-            "下一步：把这些批次写入人工复核队列。"
-        )
+    b.say(
+        "日志里有 17 个批次出现一分钱差异，都发生在 11 月 "
+        "3 日之后，和 round_amount 的改动时间一致。"
+        "下一步：把这些批次写入人工复核队列。"
     )
-    b.messages.append(HumanMessage("好的。最后总结一下你改了哪些文件，确认没有改公共函数签名。"))
-    b.messages.append(
-        AIMessage(
-            "改动的文件：billing/ledger.py、billing/fees.py、billing/refunds.py、billing/batch.py。"
-            "所有公共函数签名保持不变，金额全程使用 Decimal，日志改为结构化字段，注释均为中文。"
-        )
+    b.ask("好的。最后总结一下你改了哪些文件，确认没有改公共函数签名。")
+    b.say(
+        "改动的文件：billing/ledger.py、billing/fees.py、billing/refunds.py、billing/batch.py。"
+        "所有公共函数签名保持不变，金额全程使用 Decimal，日志改为结构化字段，注释均为中文。"
     )
 
 
@@ -197,28 +193,21 @@ def build_coding_zh(*, quick: bool = False, seed: int = 3) -> list[BaseMessage]:
     """The session's messages (`quick`: smaller files and log)."""
     rng = random.Random(f"coding-zh:{seed}")
     scale = 0.4 if quick else 1.0
-    b = SessionBuilder("cz")
-    b.messages.append(SystemMessage(_SYSTEM))
-    b.messages.append(
-        HumanMessage(
-            "帮我修复 billing/ledger.py 里结算金额四舍五入错误的问题，测试 "
-            "tests/test_ledger.py::test_roundin"
-            "g_half_even 一直失败。要求：不要修改任何公共函数的签名，"
-            "新增的注释一律用中文。"
-        )
+    b = SessionBuilder("cz", _SYSTEM)
+    b.ask(
+        "帮我修复 billing/ledger.py 里结算金额四舍五入错误的问题，测试 "
+        "tests/test_ledger.py::test_roundin"
+        "g_half_even 一直失败。要求：不要修改任何公共函数的签名，"
+        "新增的注释一律用中文。"
     )
     _investigate(b, rng, scale)
-    b.messages.append(
-        AIMessage(
-            "原因找到了：round_amount 用 float 计算后再 qu"
-            "antize，2.675 在二进制下是 2.67499…，所以舍成了 "
-            "2.67。我决定改成全程用 Decimal，因为 float "
-            "无法精确表示分。接下来修改 billing/ledger.py。"
-        )
+    b.say(
+        "原因找到了：round_amount 用 float 计算后再 qu"
+        "antize，2.675 在二进制下是 2.67499…，所以舍成了 "
+        "2.67。我决定改成全程用 Decimal，因为 float "
+        "无法精确表示分。接下来修改 billing/ledger.py。"
     )
-    b.messages.append(
-        HumanMessage("可以。另外不要用 float，所有金额一律 Decimal；日志改成结构化日志。")
-    )
+    b.ask("可以。另外不要用 float，所有金额一律 Decimal；日志改成结构化日志。")
     _edit_rounds(b, rng, scale, 6 if quick else 14)
     _log_review(b, rng, scale)
     return [m for m in b.messages if isinstance(m, BaseMessage)]

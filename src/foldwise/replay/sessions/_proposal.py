@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage
 
 from foldwise.replay.sessions._text import SessionBuilder, fill, pick
 
@@ -134,45 +134,39 @@ def _search(rng: random.Random, topic: str, chars: int) -> str:
     )
 
 
+def _workspace(
+    rng: random.Random, size: int, *searches: tuple[str, str]
+) -> list[tuple[str, dict[str, object], str]]:
+    """`search_workspace` calls for `(query, topic)` pairs, with their seeded results."""
+    return [
+        ("search_workspace", {"query": query}, _search(rng, topic, size))
+        for query, topic in searches
+    ]
+
+
 def _gateway_and_sla(b: SessionBuilder, rng: random.Random, size: int) -> None:
     """Sections 4 and 7 checked against the architecture rules and the SLA."""
     b.tool_round(
         "我先检索架构规范和容量基线，分别对应提案第 4 节和第 8 节。",
-        [
-            (
-                "search_workspace",
-                {"query": "风控平台 架构规范 决策网关 无状态"},
-                _search(rng, "架构规范 决策网关", size),
-            ),
-            (
-                "search_workspace",
-                {"query": "容量基线 峰值 QPS 安全余量"},
-                _search(rng, "容量基线 峰值 QPS", size),
-            ),
-        ],
+        _workspace(
+            rng,
+            size,
+            ("风控平台 架构规范 决策网关 无状态", "架构规范 决策网关"),
+            ("容量基线 峰值 QPS 安全余量", "容量基线 峰值 QPS"),
+        ),
     )
-    b.messages.append(
-        AIMessage(
-            "## 第4.3节 决策网关核查结论\n- 提案写“"
-            "缓存命中时不再访问特征服务”，架构规范要求命中时仍需"
-            "异步刷新特征，存在不一致。\n- 无状态部署与规范一致。\n接下来核对 SLA 和高可用要求。"
-        )
+    b.say(
+        "## 第4.3节 决策网关核查结论\n- 提案写“"
+        "缓存命中时不再访问特征服务”，架构规范要求命中时仍需"
+        "异步刷新特征，存在不一致。\n- 无状态部署与规范一致。\n接下来核对 SLA 和高可用要求。"
     )
     b.tool_round(
         "检索 SLA 与运维手册中关于跨可用区容量的要求。",
-        [
-            (
-                "search_workspace",
-                {"query": "SLA 可用区 故障 容量 百分之六十七"},
-                _search(rng, "SLA 可用区故障", size),
-            )
-        ],
+        _workspace(rng, size, ("SLA 可用区 故障 容量 百分之六十七", "SLA 可用区故障")),
     )
-    b.messages.append(
-        AIMessage(
-            "## 第7节 高可用核查结论\n- 提案要求单可用区故障时容量不低于 67%，SLA 2025 要求不低于 "
-            "75%，提案偏低，属于🔴一级问题。\n接下来核对第 8 节的容量规划数字。"
-        )
+    b.say(
+        "## 第7节 高可用核查结论\n- 提案要求单可用区故障时容量不低于 67%，SLA 2025 要求不低于 "
+        "75%，提案偏低，属于🔴一级问题。\n接下来核对第 8 节的容量规划数字。"
     )
 
 
@@ -180,62 +174,40 @@ def _capacity(b: SessionBuilder, rng: random.Random, size: int) -> None:
     """Section 8 recomputed from the capacity baselines; the first (too short) report."""
     b.tool_round(
         "检索容量基线手册中各组件的单节点能力，用来复算第 8 节。",
-        [
-            (
-                "search_workspace",
-                {"query": "单节点 压测 决策请求 每秒"},
-                _search(rng, "单节点压测", size),
-            ),
-            (
-                "search_workspace",
-                {"query": "消息队列 分区 扩容 规范"},
-                _search(rng, "消息队列分区", size),
-            ),
-        ],
+        _workspace(
+            rng,
+            size,
+            ("单节点 压测 决策请求 每秒", "单节点压测"),
+            ("消息队列 分区 扩容 规范", "消息队列分区"),
+        ),
     )
-    b.messages.append(
-        AIMessage(
-            "## 第8节容量规划核查结论\n- 按提案的峰值 QP"
-            "S 和单节点能力复算，决策网关至少需要 40 个节点，"
-            "提案中的节点数不足。\n- 30% 安全余量与容量基线手册一致。\n"
-            "以上是完整的核查报告，优先处理 🔴 一级问题。"
-        )
+    b.say(
+        "## 第8节容量规划核查结论\n- 按提案的峰值 QP"
+        "S 和单节点能力复算，决策网关至少需要 40 个节点，"
+        "提案中的节点数不足。\n- 30% 安全余量与容量基线手册一致。\n"
+        "以上是完整的核查报告，优先处理 🔴 一级问题。"
     )
 
 
 def _follow_ups(b: SessionBuilder, rng: random.Random, size: int) -> None:
     """The user asks for every section, then for a verbatim quote of the proposal."""
-    b.messages.append(
-        HumanMessage("你没有返回完整信息。请把每一节的核查结论都列出来，逐节对照提案原文。")
-    )
+    b.ask("你没有返回完整信息。请把每一节的核查结论都列出来，逐节对照提案原文。")
     b.tool_round(
         "补充检索时间表和风险相关的发布规范。",
-        [
-            (
-                "search_workspace",
-                {"query": "发布规范 影子流量 灰度 回滚"},
-                _search(rng, "发布规范 影子流量", size),
-            )
-        ],
+        _workspace(rng, size, ("发布规范 影子流量 灰度 回滚", "发布规范 影子流量")),
     )
-    b.messages.append(
-        AIMessage(
-            "## 逐节核查\n- 第1–3节：背景与现状描述与文"
-            "档一致。\n- 第4.1节：特征服务拆分符合规范。\n"
-            "- 第4.2节：规则编排方式未在规范中出现，需要补充"
-            "评审。\n- 第5–6节：数据流与存储选型一致。\n"
-            "- 第9节：影子流量比对两周，发布规范要求至少三周。\n- 第10节：时间表依赖第8节扩容，"
-            "建议顺延。"
-        )
+    b.say(
+        "## 逐节核查\n- 第1–3节：背景与现状描述与文"
+        "档一致。\n- 第4.1节：特征服务拆分符合规范。\n"
+        "- 第4.2节：规则编排方式未在规范中出现，需要补充"
+        "评审。\n- 第5–6节：数据流与存储选型一致。\n"
+        "- 第9节：影子流量比对两周，发布规范要求至少三周。\n- 第10节：时间表依赖第8节扩容，"
+        "建议顺延。"
     )
-    b.messages.append(
-        HumanMessage("第 8 节里提案写的峰值 QPS 和节点数到底是多少？请直接引用提案原文。")
-    )
-    b.messages.append(
-        AIMessage(
-            "提案第 8 节原文中的峰值 QPS 与节点数如下（逐字引用）：见提案“## 8 容量规划”一节。"
-            "按该数字复算后仍建议把决策网关扩到 40 个节点以上。"
-        )
+    b.ask("第 8 节里提案写的峰值 QPS 和节点数到底是多少？请直接引用提案原文。")
+    b.say(
+        "提案第 8 节原文中的峰值 QPS 与节点数如下（逐字引用）：见提案“## 8 容量规划”一节。"
+        "按该数字复算后仍建议把决策网关扩到 40 个节点以上。"
     )
 
 
@@ -244,13 +216,10 @@ def build_proposal_review(*, quick: bool = False, seed: int = 1) -> list[BaseMes
     rng = random.Random(f"proposal-session:{seed}")
     size = 18_000 if quick else 47_000
     proposal = proposal_text(seed)
-    b = SessionBuilder("pr")
-    b.messages.append(SystemMessage(_SYSTEM))
-    b.messages.append(
-        HumanMessage(
-            "下面是我们团队的扩容提案原文，请对照我们的文档核对这份提案有没有错误，"
-            "按小节给出核查结论，优先标出会影响上线的问题。\n\n" + proposal
-        )
+    b = SessionBuilder("pr", _SYSTEM)
+    b.ask(
+        "下面是我们团队的扩容提案原文，请对照我们的文档核对这份提案有没有错误，"
+        "按小节给出核查结论，优先标出会影响上线的问题。\n\n" + proposal
     )
     _gateway_and_sla(b, rng, size)
     _capacity(b, rng, size)

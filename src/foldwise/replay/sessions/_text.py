@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 __all__ = ["SessionBuilder", "fill", "pick"]
 
@@ -29,12 +29,20 @@ def fill(rng: random.Random, chars: int, make: Callable[[random.Random, int], st
 
 
 class SessionBuilder:
-    """Appends messages with stable ids and tool-call ids."""
+    """Appends messages with stable ids and tool-call ids, starting with the system prompt."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, system: str) -> None:
         self.prefix = prefix
-        self.messages: list[object] = []
+        self.messages: list[object] = [SystemMessage(system)]
         self._calls = 0
+
+    def ask(self, text: str) -> None:
+        """A user message."""
+        self.messages.append(HumanMessage(text))
+
+    def say(self, text: str) -> None:
+        """An assistant message without tool calls."""
+        self.messages.append(AIMessage(text))
 
     def call_id(self) -> str:
         """A fresh tool-call id."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage
 
 from foldwise.replay.sessions._text import SessionBuilder, fill, pick
 
@@ -125,7 +125,7 @@ def _search_round(b: SessionBuilder, rng: random.Random, index: int, size: int) 
                 ),
             ],
         )
-        b.messages.append(AIMessage(_notes(rng, index + 1)))
+        b.say(_notes(rng, index + 1))
     else:
         b.tool_round(
             f"Searching {book} for {query}.",
@@ -138,31 +138,24 @@ def build_corpus_timeline(*, quick: bool = False, seed: int = 2) -> list[BaseMes
     rng = random.Random(f"timeline:{seed}")
     size = 16_000 if quick else 47_000
     rounds = 8 if quick else 24
-    b = SessionBuilder("tl")
-    b.messages.append(SystemMessage(_SYSTEM))
-    b.messages.append(
-        HumanMessage(
-            "Build a complete, dated timeline of every event involving the Meridian Lighthouse "
-            "across all seven Amberline Chronicles books. Cite book and chapter for each entry, "
-            "and flag dates that the books contradict."
-        )
+    b = SessionBuilder("tl", _SYSTEM)
+    b.ask(
+        "Build a complete, dated timeline of every event involving the Meridian Lighthouse "
+        "across all seven Amberline Chronicles books. Cite book and chapter for each entry, "
+        "and flag dates that the books contradict."
     )
     for index in range(rounds):
         _search_round(b, rng, index, size)
         if index in (rounds // 3, 2 * rounds // 3):
             if index % 3 != 2:
-                b.messages.append(AIMessage(_notes(rng, index + 1)))
-            b.messages.append(
-                HumanMessage(
-                    "Focus on the years before 1850 first, and include every storm."
-                    if index == rounds // 3
-                    else "Also list who was keeper in each year; use the logbooks as ground truth."
-                )
+                b.say(_notes(rng, index + 1))
+            b.ask(
+                "Focus on the years before 1850 first, and include every storm."
+                if index == rounds // 3
+                else "Also list who was keeper in each year; use the logbooks as ground truth."
             )
-    b.messages.append(
-        AIMessage(
-            "Timeline of the Meridian Lighthouse (1838–1861), with keepers and storms, each entry "
-            "cited by book and chapter; contradictions between Books 3 and 5 are flagged."
-        )
+    b.say(
+        "Timeline of the Meridian Lighthouse (1838–1861), with keepers and storms, each entry "
+        "cited by book and chapter; contradictions between Books 3 and 5 are flagged."
     )
     return [m for m in b.messages if isinstance(m, BaseMessage)]
