@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
 
-from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._steps import Io, Steps, async_function, sync_function
 from foldwise.agent import find_summarization
 from foldwise.compaction import CompactionOutcome, CompactionPolicy, CompactionReceipt
 from foldwise.config import ContextSize
@@ -61,7 +61,21 @@ def _outcome_steps(
     model_name: str | None = None,
     before_write: Callable[[], Awaitable[None]] | None = None,
 ) -> Steps[CompactionOutcome]:
-    """Read the thread, compact it, write once, then notify observers."""
+    """Compact a thread and return the full outcome (including why nothing was done).
+
+    Reads the thread's checkpoint, plans and summarizes with the agent's own
+    `SummarizationMiddleware`, writes one checkpoint, then notifies the observers.
+
+    Args:
+        agent: An agent built by `foldwise.create_agent`.
+        thread_config: `{"configurable": {"thread_id": ...}}`.
+        force: Compact even when no trigger fires.
+        keep: How much to keep this time (a `ContextSize` or its dict form).
+        model_name: The run model to summarize with, when it differs from the default.
+        before_write: Awaited (async form only) after the summary exists and right before the
+            checkpoint write; raising from it (for example because a lease was lost) cancels
+            the write.
+    """
     middleware, thread_id, policy = _setup(agent, thread_config, keep)
     snapshot = yield Io.of(agent.get_state, agent.aget_state, thread_config)
     values = _values(snapshot, thread_id)
@@ -82,60 +96,14 @@ def _sync_guard() -> None:
     raise TypeError("before_write is awaited: use acompact_thread_outcome")
 
 
-async def acompact_thread_outcome(
+def _receipt_steps(
     agent: Any,
     thread_config: RunnableConfig,
     *,
     force: bool = True,
     keep: ContextSize | dict[str, Any] | None = None,
     model_name: str | None = None,
-    before_write: Callable[[], Awaitable[None]] | None = None,
-) -> CompactionOutcome:
-    """Compact a thread and return the full outcome (including why nothing was done).
-
-    Args:
-        agent: An agent built by `foldwise.create_agent`.
-        thread_config: `{"configurable": {"thread_id": ...}}`.
-        force: Compact even when no trigger fires.
-        keep: How much to keep this time (a `ContextSize` or its dict form).
-        model_name: The run model to summarize with, when it differs from the default.
-        before_write: Awaited after the summary exists and right before the checkpoint write;
-            raising from it (for example because a lease was lost) cancels the write.
-    """
-    return await run_async(
-        _outcome_steps(
-            agent,
-            thread_config,
-            force=force,
-            keep=keep,
-            model_name=model_name,
-            before_write=before_write,
-        )
-    )
-
-
-def compact_thread_outcome(
-    agent: Any,
-    thread_config: RunnableConfig,
-    *,
-    force: bool = True,
-    keep: ContextSize | dict[str, Any] | None = None,
-    model_name: str | None = None,
-) -> CompactionOutcome:
-    """Sync twin of `acompact_thread_outcome`."""
-    return run_sync(
-        _outcome_steps(agent, thread_config, force=force, keep=keep, model_name=model_name)
-    )
-
-
-async def acompact_thread(
-    agent: Any,
-    thread_config: RunnableConfig,
-    *,
-    force: bool = True,
-    keep: ContextSize | dict[str, Any] | None = None,
-    model_name: str | None = None,
-) -> CompactionReceipt | None:
+) -> Steps[CompactionReceipt | None]:
     """Compact a checkpointed thread now, with the same planner as the automatic path.
 
     Writes one checkpoint on success; returns its receipt, or `None` when there was nothing to
@@ -146,21 +114,13 @@ async def acompact_thread(
         CompactionDisabledError: Summarization is disabled for this agent.
         ThreadNotFoundError: The thread has no checkpoint.
     """
-    outcome = await acompact_thread_outcome(
+    outcome = yield from _outcome_steps(
         agent, thread_config, force=force, keep=keep, model_name=model_name
     )
     return outcome.receipt
 
 
-def compact_thread(
-    agent: Any,
-    thread_config: RunnableConfig,
-    *,
-    force: bool = True,
-    keep: ContextSize | dict[str, Any] | None = None,
-    model_name: str | None = None,
-) -> CompactionReceipt | None:
-    """Sync twin of `acompact_thread`."""
-    return compact_thread_outcome(
-        agent, thread_config, force=force, keep=keep, model_name=model_name
-    ).receipt
+compact_thread_outcome = sync_function(_outcome_steps, "compact_thread_outcome")
+acompact_thread_outcome = async_function(_outcome_steps, "acompact_thread_outcome")
+compact_thread = sync_function(_receipt_steps, "compact_thread")
+acompact_thread = async_function(_receipt_steps, "acompact_thread")
