@@ -26,7 +26,7 @@ __all__ = ["DecisionBenchResult", "per_call_cost", "run_decision_benchmark"]
 _ANSWER = AIMessage("ok", id="answer")
 
 
-def _pair(i: int) -> list[BaseMessage]:
+def _pair(i: int, tag: str = "") -> list[BaseMessage]:
     body = (
         f"result {i}: "
         + "The service returned rows for the requested window. " * 20
@@ -35,18 +35,18 @@ def _pair(i: int) -> list[BaseMessage]:
     return [
         AIMessage(
             "",
-            tool_calls=[{"name": "search", "args": {"q": f"query {i}"}, "id": f"call{i}"}],
-            id=f"ai{i}",
+            tool_calls=[{"name": "search", "args": {"q": f"query {i}"}, "id": f"{tag}call{i}"}],
+            id=f"{tag}ai{i}",
         ),
-        ToolMessage(body, tool_call_id=f"call{i}", name="search", id=f"tool{i}"),
+        ToolMessage(body, tool_call_id=f"{tag}call{i}", name="search", id=f"{tag}tool{i}"),
     ]
 
 
-def _history(n: int) -> list[BaseMessage]:
-    messages: list[BaseMessage] = [HumanMessage("Research the incident timeline.", id="h0")]
+def _history(n: int, tag: str = "") -> list[BaseMessage]:
+    messages: list[BaseMessage] = [HumanMessage("Research the incident timeline.", id=f"{tag}h0")]
     i = 0
     while len(messages) < n:
-        messages.extend(_pair(i))
+        messages.extend(_pair(i, tag))
         i += 1
     return messages[:n]
 
@@ -185,16 +185,44 @@ def _stacks() -> tuple[Callable[..., None], Callable[..., None]]:
     return ours, theirs
 
 
-def _median_at(call: Callable[..., None], size: int, runtime: Any, repeats: int = 30) -> float:
-    messages = _history(size)
-    times: list[float] = []
-    for i in range(repeats):
-        messages = [*messages, *_pair(size + i)]
-        state = {"messages": messages}
-        t0 = time.perf_counter()
-        call(state, runtime)
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+def _thread_runtime(thread_id: str) -> Any:
+    from langgraph.runtime import ExecutionInfo, Runtime
+
+    info = ExecutionInfo(
+        checkpoint_id="bench",
+        checkpoint_ns="",
+        task_id="bench",
+        thread_id=thread_id,
+        run_id=None,
+        node_attempt=1,
+        node_first_attempt_time=0.0,
+    )
+    return Runtime(context=None, execution_info=info)
+
+
+def _medians_at(
+    stacks: dict[str, Callable[..., None]], sizes: Sequence[int], repeats: int = 61
+) -> dict[str, dict[int, float]]:
+    """Median per-call cost of each stack at each history size, the calls interleaved.
+
+    Every repeat appends one exchange to each size's history and times each stack on it, so
+    a noisy neighbour slows all sizes and stacks alike instead of skewing one of them. The
+    first call at a size (a cold count of the whole history) is left out.
+    """
+    # One thread per size (its own ids and runtime), as two conversations would be.
+    histories = {size: _history(size, f"s{size}-") for size in sizes}
+    runtimes = {size: _thread_runtime(f"bench-{size}") for size in sizes}
+    times: dict[str, dict[int, list[float]]] = {n: {s: [] for s in sizes} for n in stacks}
+    for i in range(repeats + 1):
+        for size in sizes:
+            histories[size] = [*histories[size], *_pair(size + i, f"s{size}-")]
+            state = {"messages": histories[size]}
+            for name, call in stacks.items():
+                t0 = time.perf_counter()
+                call(state, runtimes[size])
+                if i:
+                    times[name][size].append((time.perf_counter() - t0) * 1000)
+    return {n: {s: statistics.median(v) for s, v in by.items()} for n, by in times.items()}
 
 
 def run_decision_benchmark(
@@ -223,7 +251,10 @@ def run_decision_benchmark(
         t2 = time.perf_counter()
         result.foldwise_ms.append((t1 - t0) * 1000)
         result.langchain_ms.append((t2 - t1) * 1000)
-    for size in sizes:
-        result.foldwise_at[size] = _median_at(ours, size, runtime)
-        result.langchain_at[size] = _median_at(theirs, size, runtime)
+    if sizes:
+        # Fresh stacks: the growing run above must not warm or cool the fixed-size histories.
+        ours, theirs = _stacks()
+        medians = _medians_at({"foldwise": ours, "langchain": theirs}, sizes)
+        result.foldwise_at = medians["foldwise"]
+        result.langchain_at = medians["langchain"]
     return result

@@ -22,7 +22,13 @@ from foldwise.compaction._cuts import (
     tail_start_for_tokens,
 )
 from foldwise.compaction._policy import CompactionPolicy
-from foldwise.compaction._split import Split, human_overflow, oversized_results, split_at
+from foldwise.compaction._split import (
+    Split,
+    demote_for_budget,
+    human_overflow,
+    oversized_results,
+    split_at,
+)
 from foldwise.durable import summary_for_context
 from foldwise.messages import ToolPairing, analyze_tool_pairing, validate_messages
 
@@ -247,9 +253,27 @@ def _choose_cut(
     return cut
 
 
-def _rescue(call: _Call, cut: int, pairing: ToolPairing, latest_user: int | None) -> Split:
-    """Split at `cut`, rescuing reminders and user messages; skip if nothing is summarized."""
+def _budget_excess(call: _Call, split: Split, counts: Counts) -> int:
+    """How far the kept part plus the summary allowance would exceed the budget (or 0)."""
+    budget = call.policy.budget_limit
+    if budget is None:
+        return 0
+    kept = sum(counts[i] for i in split.kept)
+    return max(0, kept + call.static_tokens + call.policy.summary_max_tokens - budget)
+
+
+def _rescue(
+    call: _Call, cut: int, pairing: ToolPairing, latest_user: int | None, counts: Counts
+) -> Split:
+    """Split at `cut`, rescuing reminders and user messages; skip if nothing is summarized.
+
+    Over budget, the oldest user messages too small to store behind a preview are summarized
+    (the archive keeps them verbatim) rather than kept in a request that cannot fit.
+    """
     split = split_at(call.messages, cut, pairing, call.policy, latest_user)
+    if call.policy.preserve_human == "all":
+        excess = _budget_excess(call, split, counts)
+        split = demote_for_budget(call.messages, split, counts, latest_user, excess=excess)
     if not split.kept:
         raise _Skip(SkipReason.NOT_ENOUGH_MESSAGES, "the cut would keep no message at all")
     if not split.summarized:
@@ -288,7 +312,7 @@ def _plan(call: _Call, trigger: _Trigger) -> CompactionDecision:
         pairing = analyze_tool_pairing(messages)
         cut = _choose_cut(call, trigger, counts, pairing, exchange)
         latest_user = latest_user_index(messages)
-        split = _rescue(call, cut, pairing, latest_user)
+        split = _rescue(call, cut, pairing, latest_user, counts)
         after, kept_tokens = _tokens_after(call, split, counts)
         _gain_check(call, trigger, after)
     except _Skip as skip:

@@ -11,7 +11,19 @@ from foldwise.compaction._cuts import Counts, NewestExchange
 from foldwise.compaction._policy import CompactionPolicy
 from foldwise.messages import ToolPairing, is_dynamic_reminder, is_real_user_message
 
-__all__ = ["Split", "human_overflow", "oversized_results", "split_at"]
+__all__ = [
+    "OFFLOAD_WORTH_TOKENS",
+    "Split",
+    "demote_for_budget",
+    "human_overflow",
+    "oversized_results",
+    "split_at",
+]
+
+OFFLOAD_WORTH_TOKENS = 1_500
+"""A user message must be larger than this to be worth storing behind a preview: the preview
+(4,000 characters by default) plus its notice is about this size. Smaller ones that no longer
+fit are summarized instead; the compaction archive keeps them verbatim and searchable."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,41 @@ def split_at(
     return Split(tuple(rescued), tuple(summarized), tuple(tail))
 
 
+def demote_for_budget(
+    messages: Sequence[BaseMessage],
+    split: Split,
+    counts: Counts,
+    latest_user: int | None,
+    *,
+    excess: int,
+) -> Split:
+    """Summarize the oldest rescued user messages while the kept part exceeds the budget.
+
+    Only messages too small to be worth a preview move (larger ones are stored verbatim by
+    `human_overflow`); the current request and reminders never do. Without this a thread of
+    many medium-sized user messages would keep them all and every request would be refused.
+    """
+    if excess <= 0:
+        return split
+    rescued, demoted = list(split.rescued), []
+    for index in split.rescued:
+        if excess <= 0:
+            break
+        if index == latest_user or not is_real_user_message(messages[index]):
+            continue
+        size = counts[index]
+        if size > OFFLOAD_WORTH_TOKENS:
+            excess -= size - OFFLOAD_WORTH_TOKENS  # stored behind a preview instead
+            continue
+        rescued.remove(index)
+        demoted.append(index)
+        excess -= size
+    if not demoted:
+        return split
+    summarized = tuple(sorted((*split.summarized, *demoted)))
+    return Split(tuple(rescued), summarized, split.tail)
+
+
 def human_overflow(
     messages: Sequence[BaseMessage],
     split: Split,
@@ -86,7 +133,11 @@ def human_overflow(
     for index in human:
         if human_tokens <= policy.preserve_human_max_tokens and excess <= 0:
             break
-        excess -= counts[index]
+        if human_tokens <= policy.preserve_human_max_tokens and counts[index] <= (
+            OFFLOAD_WORTH_TOKENS
+        ):
+            continue  # budget pressure only: too small to be worth a preview
+        excess -= counts[index] - OFFLOAD_WORTH_TOKENS
         overflow.append(str(messages[index].id))
         human_tokens -= counts[index]
     return tuple(overflow)
