@@ -38,21 +38,36 @@ _OVERFLOW_MARKERS = (
     "context_length_exceeded",
     "maximum context length",
     "context window",
+    "context limit",
     "prompt is too long",
     "too many tokens",
     "input is too long",
+    "exceeds the maximum number of tokens",
+)
+_N = r"(\d[\d,]*)"
+# (pattern, group of the window, group of the request's input tokens), most specific first.
+_NUMBERS: tuple[tuple[re.Pattern[str], int, int], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE | re.DOTALL), window, request)
+    for pattern, window, request in (
+        # Anthropic: "input length and `max_tokens` exceed context limit: 197626 + 21333 > 200000"
+        (rf"{_N}\s*\+\s*{_N}\s*>\s*{_N}", 3, 1),
+        # OpenAI: "maximum context length is 16385 tokens. However, you requested 17000 tokens
+        # (15000 in the messages, 2000 in the completion)"
+        (rf"maximum context length is {_N}.*?\({_N} in the messages", 1, 2),
+        # OpenAI / vLLM: "... However, your messages resulted in 9,731 tokens" / "your request
+        # has 30000 input tokens"
+        (rf"maximum context length is {_N}.*?(?:resulted in|has|requested) {_N}", 1, 2),
+        # Gemini: "The input token count (1196265) exceeds the maximum number of tokens allowed
+        # (1048575)"
+        (rf"token count \({_N}\) exceeds the maximum number of tokens allowed \({_N}\)", 2, 1),
+        # Anthropic (older): "prompt is too long: 210000 tokens > 200000 maximum"
+        (rf"{_N} tokens? > {_N}", 2, 1),
+        # "12000 input tokens exceed the 4000-token window"
+        (rf"{_N} (?:input )?tokens? exceeds? the {_N}[- ]token", 2, 1),
+    )
 )
 _CLIP_NOTE = "\n[… {count:,} characters clipped from this view to fit the context window …]\n"
 _MIN_CLIP_TOKENS = 200
-# "maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens",
-# "prompt is too long: 210000 tokens > 200000 maximum", "12000 input tokens exceed the 4000-token
-# window": the limit is the number next to "maximum"/"window"/"limit", the request the other.
-_LIMIT = re.compile(
-    r"(?:maximum(?: context length)?(?: is)?|limit(?: is)?|window(?: is| of)?)\D{0,12}?"
-    r"([\d,]{3,})|([\d,]{3,})[- ]?(?:tokens?)?[- ](?:token )?(?:window|maximum|limit)",
-    re.IGNORECASE,
-)
-_TOKENS = re.compile(r"([\d,]{3,})\s*(?:input\s+)?tokens?", re.IGNORECASE)
 
 
 def is_context_overflow(error: BaseException) -> bool:
@@ -74,17 +89,17 @@ def _number(text: str) -> int | None:
 
 
 def overflow_numbers(error: BaseException) -> tuple[int | None, int | None]:
-    """The provider's window and its count of the refused request, when the error says them."""
+    """The provider's window and its count of the refused request's input, when it says them.
+
+    Reads the messages of OpenAI, Anthropic, Gemini, vLLM and LangChain's own overflow errors;
+    `(None, None)` when no known form matches (the caller then assumes a fixed shrink).
+    """
     text = str(error)
-    limit = None
-    match = _LIMIT.search(text)
-    if match:
-        limit = _number(match.group(1) or match.group(2))
-    counts = [_number(m.group(1)) for m in _TOKENS.finditer(text)]
-    request = max((c for c in counts if c is not None and c != limit), default=None)
-    if request is not None and limit is not None and request <= limit:
-        request = None
-    return limit, request
+    for pattern, window_group, request_group in _NUMBERS:
+        match = pattern.search(text)
+        if match:
+            return _number(match.group(window_group)), _number(match.group(request_group))
+    return None, None
 
 
 def split_head(messages: Sequence[AnyMessage]) -> int:

@@ -24,7 +24,7 @@ from langgraph.types import Command
 
 from foldwise._lru import LRUDict
 from foldwise._steps import Io, Steps, run_async, run_sync
-from foldwise._thread_id import resolve_thread_id
+from foldwise._thread_id import NO_THREAD, resolve_thread_id
 from foldwise.compaction import (
     CompactionOutcome,
     CompactionPolicy,
@@ -176,6 +176,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         self._static: LRUDict[str, int] = LRUDict()
         self._run_counts: LRUDict[str, int] = LRUDict()
         self._scale: LRUDict[str, float] = LRUDict()
+        self._measured: set[str] = set()  # threads whose scale came from provider numbers
         self._lock = threading.Lock()
 
     @classmethod
@@ -219,6 +220,19 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         with self._lock:
             if ratio > _CALIBRATE_ABOVE or key in self._scale:
                 self._scale[key] = max(1.0, ratio)
+                self._measured.add(key)
+
+    def _forget_guesses(self, key: str) -> None:
+        """At a run start: drop a scale that was only guessed (a refusal without numbers).
+
+        A scale measured from the provider's numbers stays with its thread; a guess, and
+        anything learned by runs without a thread (they share one key), does not outlive
+        the run that made it.
+        """
+        with self._lock:
+            if key not in self._measured or key == NO_THREAD:
+                self._scale.pop(key, None)
+                self._measured.discard(key)
 
     # -- compaction (before each model call) -------------------------------------------------
 
@@ -275,6 +289,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         key = resolve_thread_id(runtime)
         with self._lock:
             self._run_counts[key] = 0
+        self._forget_guesses(key)
         if self.durable is not None:
             self.durable.new_run(key)
         if self.offload is not None:
@@ -406,15 +421,35 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             self._static[key] = max(0, planner_static)
         total = static + conversation
         budget = (policy or self._policy_for(key)).budget_limit
-        if budget is None or total <= budget:
+        if budget is None:
+            return request, total
+        over = total - budget
+        if policy is None:
+            over = self._provider_excess(request, lead, static, total, over)
+        if over <= 0:
             return request, total
         messages = list(request.messages)
-        body, left = clip_largest(messages[lead:], total - budget, self.counter)
+        body, left = clip_largest(messages[lead:], over, self.counter)
         if left > 0:
             logger.warning(
                 "request still %d tokens over the budget after clipping (thread %s)", left, key
             )
         return request.override(messages=[*messages[:lead], *body]), budget + max(0, left)
+
+    def _provider_excess(
+        self, request: ModelRequest[Any], lead: int, static: int, total: int, over: int
+    ) -> int:
+        """The excess in estimate units, judged on provider usage when the count is anchored.
+
+        The planner trusts a verified usage anchor; the fitter must agree with it, or a request
+        the provider measures well inside the window gets its tool results clipped.
+        """
+        budget = self.policy.budget_limit
+        conversation = request.messages[lead:] if lead else request.messages
+        count = self.counter.count_request(conversation, static_tokens=static)
+        if budget is None or not count.anchored or count.total <= 0:
+            return over
+        return int((count.total - budget) * total / count.total)
 
     def _retry_request(
         self, request: ModelRequest[Any], outcome: CompactionOutcome | None
@@ -455,6 +490,8 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             scale = current * OVERFLOW_SHRINK
         with self._lock:
             self._scale[key] = scale
+            if counted is not None:
+                self._measured.add(key)
         logger.warning(
             "context overflow (thread %s): provider window %s, request %s tokens, estimate %d; "
             "planning with %.2fx the estimate from now on",
@@ -483,6 +520,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             static_tokens=self._static.get(key, self._initial_static),
             thread_id=key,
             run_id=_run_id(),
+            publish=False,  # observers hear of it once the retry's answer commits it
         )
         return outcome if outcome.compacted else None
 
@@ -512,7 +550,10 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
                 )
                 continue
             response = self._after_response(sent, response, estimated)
-            return response if outcome is None else self._with_commit(response, outcome)
+            if outcome is None:
+                return cast(ModelResponse[Any] | AIMessage, response)
+            self.compactor.publish(outcome)
+            return self._with_commit(response, outcome)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _after_response(self, sent: ModelRequest[Any], response: Any, estimated: int) -> Any:
