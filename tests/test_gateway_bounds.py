@@ -70,6 +70,13 @@ async def _check_bounds(client: Any) -> None:
         assert r.json()["detail"].startswith(f"{named}:"), r.text
     r = await client.post("/threads/t/history", json={"metadata": {"k": LARGEST}})
     assert r.status_code == 200 and r.json() == []
+    # Everything in an input message is checkpointed: extras, content blocks, tool arguments.
+    bad = {"role": "user", "content": "x", "additional_kwargs": {"n": 2**64 + 5}}
+    r = await client.post(
+        "/threads/t/runs/wait", json={"assistant_id": "agent", "input": {"messages": [bad]}}
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("input.messages[0].additional_kwargs.n:"), r.text
 
 
 async def test_out_of_range_integers_are_422_on_sqlite(tmp_path: Path) -> None:

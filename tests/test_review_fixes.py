@@ -14,6 +14,7 @@ import foldwise
 from foldwise.agent import find_summarization
 from foldwise.compaction import CompactionReceipt
 from foldwise.config import parse_config
+from foldwise.durable import DurableChannel
 from foldwise.middleware._request_fit import is_context_overflow, overflow_numbers
 from foldwise.testing import ScriptedChatModel
 from foldwise.tokens import get_counter
@@ -169,3 +170,40 @@ def test_provider_overflow_messages_of_other_providers_are_read(
     error = ValueError(text)
     assert is_context_overflow(error)
     assert overflow_numbers(error) == (limit, request_tokens)
+
+
+def test_application_channels_are_rendered_from_the_messages_of_each_call() -> None:
+    """A custom channel whose filter depends on messages appended within a run."""
+
+    def gone(value: list[str], messages: Any) -> list[str]:
+        text = " ".join(str(m.content) for m in messages)
+        return [v for v in value if v not in text]
+
+    pins = DurableChannel(
+        "pins",
+        render=lambda value: "## Pinned\n" + "\n".join(f"- {v}" for v in value),
+        gone_from_context=gone,
+        capture=lambda messages, state: None if state.get("pins") else ["budget-10k"],
+    )
+
+    @tool
+    def policy() -> str:
+        """Read the policy."""
+        return "policy says: budget-10k"
+
+    def brain(messages: list[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage("done")
+        return AIMessage("", tool_calls=[{"name": "policy", "args": {}, "id": "c1"}])
+
+    model = ScriptedChatModel(default=brain)
+    agent = foldwise.create_agent(
+        parse_config({"offload": {"enabled": False}}),
+        model=model,
+        tools=[policy],
+        checkpointer=InMemorySaver(),
+        durable_channels=[pins],
+    )
+    agent.invoke({"messages": [HumanMessage("hello")]}, {"configurable": {"thread_id": "t"}})
+    sent = [any('channel="pins"' in str(m.content) for m in r.messages) for r in model.requests]
+    assert sent == [True, False]  # the tool result now shows the pin: no longer rendered

@@ -34,6 +34,7 @@ from langchain_core.messages import (
 )
 
 from foldwise.gateway._errors import RequestFieldError
+from foldwise.gateway._schemas import check_filter_ints
 from foldwise.messages import (
     DURABLE_DATA_FLAG,
     DYNAMIC_REMINDER_FLAG,
@@ -167,6 +168,8 @@ def _extra_kwargs(raw: Mapping[str, Any], field: str) -> dict[str, Any]:
 def _one(raw: Any, field: str) -> BaseMessage:
     if not isinstance(raw, dict):
         raise RequestFieldError(field, "a message must be an object")
+    # Anything in a message is checkpointed (msgpack): an integer past 64 bits cannot be.
+    check_filter_ints(raw, field)
     role_key = "role" if "role" in raw else "type"
     role = raw.get(role_key)
     if not isinstance(role, str):

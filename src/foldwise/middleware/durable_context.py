@@ -214,28 +214,33 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
     # -- projection -----------------------------------------------------------------------
 
     def _sections(self, state: Any, key: str) -> list[str]:
-        """The rendered sections, reused while the channel values and the history's prefix hold.
+        """The rendered sections; the built-in ones reused while their inputs hold.
 
-        The block only changes when a channel value changes or compaction removes messages;
-        re-rendering it (each "gone from context" filter scans the history) on every call would
-        make the per-call cost grow with the conversation.
+        A built-in channel's block changes only when its value changes or compaction removes
+        messages (what its "gone from context" filter looks for); re-rendering it on every call
+        would make the per-call cost grow with the conversation. Application channels are
+        rendered on every call: their filters may depend on any message.
         """
         messages = state.get("messages") or []
-        # The value objects themselves (compared by identity): LangGraph hands the same object
-        # until a channel is written.
-        values = (messages[0].id if messages else None, *(state.get(c.key) for c in self.channels))
+        # The value objects themselves: LangGraph hands the same object until it is written.
+        values = (
+            messages[0].id if messages else None,
+            *(state.get(c.key) for c in BUILTIN_CHANNELS),
+        )
         cached = self._rendered.get(key)
         new = self._projected.since(key, messages)
         if (
             cached is not None
             and new is not None
-            and len(cached[0]) == len(values)
             and all(a is b or a == b for a, b in zip(cached[0], values, strict=True))
         ):
-            return cached[1]
-        sections = render_sections(state, self.channels)
-        self._rendered[key] = (values, sections)
-        return sections
+            builtin = cached[1]
+        else:
+            builtin = render_sections(state, BUILTIN_CHANNELS)
+            self._rendered[key] = (values, builtin)
+        if not self.custom_channels:
+            return builtin
+        return [*builtin, *render_sections(state, self.custom_channels)]
 
     def project(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The request with the durable data block rendered from its state (state untouched)."""

@@ -31,6 +31,7 @@ TOOL_SCHEMA_OVERHEAD = 8
 """Framing tokens added per tool schema (the provider wraps each definition)."""
 _SNAPSHOT_LIMIT = 64
 _TOOL_LIMIT = 4_096
+_SAMPLES = 32
 _RECHECK_TAIL = 256
 
 _get_content = attrgetter("content")
@@ -282,6 +283,13 @@ class TokenCounter:
             keep = _first_false(list(map(is_, prev.messages[:limit], msgs[:limit])))
         else:
             keep = start + first
+            # A few sampled older positions too: a message replaced deep in the history within
+            # a run (a tool's `Command` editing an old message) is usually caught here.
+            step = max(1, start // _SAMPLES)
+            for index in range(0, start, step):
+                if prev.messages[index] is not msgs[index]:
+                    keep = _first_false(list(map(is_, prev.messages[:index], msgs[:index])))
+                    break
         if keep:
             # Content reassigned in place on a recent message object: recount from there.
             begin = max(0, keep - _RECHECK_TAIL)
