@@ -120,6 +120,11 @@ async def test_a_run_that_lost_its_lease_cannot_write_its_checkpoint(
         # Nothing written after the takeover: neither the tool's result nor the final answer.
         assert "done after the stall" not in contents
         assert "final answer" not in contents
+        # Nor in the transcript, which the new holder now writes (any durability mode).
+        entries = (await c.get(f"/threads/{thread}/transcript")).json()["entries"]
+        recorded = [(e.get("message") or {}).get("content") for e in entries]
+        assert "done after the stall" not in recorded
+        assert "final answer" not in recorded
         runs = (await c.get(f"/threads/{thread}/runs")).json()
         assert [run["status"] for run in runs] == ["error"]
         lock = await gateway["storage"].get_thread_lock(thread)

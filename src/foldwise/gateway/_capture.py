@@ -22,6 +22,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from foldwise.gateway._leases import Lease
 from foldwise.gateway._messages import message_record, visible
 from foldwise.gateway.storage import GatewayStorage, TranscriptEvent, validate_run_id
 
@@ -82,6 +83,13 @@ class TranscriptRecorder:
         self.run_id = run_id
         self.known_messages: set[str] = set(known_messages)
         self.known_receipts: set[str] = set(known_receipts)
+        self.lease: Lease | None = None
+        """When set, every write first checks that the lease is still held (fencing)."""
+
+    async def _fence(self) -> None:
+        # A worker that lost its lease must not append to a transcript the new holder writes.
+        if self.lease is not None:
+            await self.lease.verify()
 
     @classmethod
     def from_values(
@@ -122,6 +130,7 @@ class TranscriptRecorder:
             return 0
         events = self._events(fresh, self.run_id)
         if events:
+            await self._fence()
             await self.storage.append_transcript(self.thread_id, events)
         self.known_messages.update(str(m.id) for m in fresh)
         return len(events)
@@ -135,6 +144,7 @@ class TranscriptRecorder:
         return True
 
     async def _store_receipt(self, receipt: Mapping[str, Any], run_id: str | None) -> None:
+        await self._fence()
         await self.storage.add_receipt(
             self.thread_id, dict(receipt), run_id=run_id, marker=compaction_marker(receipt, run_id)
         )

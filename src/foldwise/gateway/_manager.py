@@ -33,7 +33,7 @@ from foldwise.gateway._errors import (
     RunInterruptedError,
 )
 from foldwise.gateway._faults import pause_after_checkpoint
-from foldwise.gateway._leases import ThreadLeases
+from foldwise.gateway._leases import ThreadLeases, lease_of
 from foldwise.gateway._messages import check_tool_results, interrupted_results
 from foldwise.gateway._stream import (
     DEFAULT_STREAM_BUFFER_BYTES,
@@ -314,6 +314,7 @@ class RunManager:
             check_tool_results(spec.messages, pending)
             inputs = [*interrupted_results(history, spec.messages), *spec.messages]
             recorder = TranscriptRecorder.from_values(self.storage, thread_id, run_id, values)
+            recorder.lease = lease_of(config)
             await self.storage.create_run(
                 thread_id, run_id, spec.assistant_id, "run", metadata=dict(spec.metadata or {})
             )
