@@ -1,7 +1,8 @@
 """Storage of the gateway's own tables: threads, runs, transcript, receipts, thread leases.
 
-One contract (`GatewayStorage`), one SQL implementation (`SqlGatewayStorage`) with a dialect
-per database (`SqliteGatewayStorage`, `PostgresGatewayStorage`), one shared test suite.
+One contract (`GatewayStorage`, which is the one SQL implementation `SqlGatewayStorage`) with
+a dialect per database (`SqliteGatewayStorage`, `PostgresGatewayStorage`), one shared test
+suite.
 `open_storage(url)` picks the backend from `storage.url`. Thread state itself lives in
 LangGraph's checkpointer, not here. See `docs/storage.md` for the schema, migrations,
 multi-worker deployment and lease semantics.
@@ -30,7 +31,6 @@ from foldwise.gateway.storage._errors import (
 from foldwise.gateway.storage._factory import open_storage
 from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
 from foldwise.gateway.storage._migrations import MIGRATIONS, Migration
-from foldwise.gateway.storage._protocol import GatewayStorage, ThreadSortKey
 from foldwise.gateway.storage._records import (
     EventKind,
     ReceiptRecord,
@@ -39,11 +39,12 @@ from foldwise.gateway.storage._records import (
     RunStatus,
     ThreadLock,
     ThreadRecord,
+    ThreadSortKey,
     ThreadStatus,
     TranscriptEntry,
     TranscriptEvent,
 )
-from foldwise.gateway.storage._sql import SqlGatewayStorage
+from foldwise.gateway.storage._sql import GatewayStorage, SqlGatewayStorage
 from foldwise.gateway.storage._sqlite import SqliteGatewayStorage
 
 if TYPE_CHECKING:

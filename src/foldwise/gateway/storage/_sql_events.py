@@ -9,10 +9,10 @@ from foldwise.gateway.storage._base import (
     RECEIPT_COLUMNS,
     TRANSCRIPT_COLUMNS,
     PreparedEvent,
+    R,
     dedupe_events,
+    from_row,
     prepare_events,
-    receipt_from_row,
-    transcript_from_row,
 )
 from foldwise.gateway.storage._codec import check_page, dumps, loads_object, utcnow
 from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
@@ -37,6 +37,20 @@ class SqlEventsMixin:
         self, s: Session, thread_id: str, lock: str = "{keyshare}"
     ) -> None:  # pragma: no cover - defined by SqlGatewayStorage
         raise NotImplementedError
+
+    async def _fetch_all(
+        self,
+        record: type[R],
+        operation: str,
+        thread_id: str | None,
+        query: str,
+        params: Sequence[Any],
+    ) -> list[R]:
+        """Run a `SELECT` of `record`'s columns (`{p}` etc. still in `query`) as `record`s."""
+        d = self._dialect
+        async with d.read(operation, thread_id) as s:
+            rows = await s.fetchall(d.sql(query), params)
+        return [from_row(record, row, d.from_time) for row in rows]
 
     # transcript ------------------------------------------------------------------------------
 
@@ -100,7 +114,11 @@ class SqlEventsMixin:
     async def append_transcript(
         self, thread_id: str, events: Sequence[TranscriptEvent]
     ) -> list[TranscriptEntry]:
-        """Append events atomically with consecutive new `seq` numbers; skip known message ids."""
+        """Append events atomically with consecutive new `seq` numbers; skip known message ids.
+
+        Returns:
+            The entries actually stored (duplicates of stored message ids are left out).
+        """
         tid = validate_thread_id(thread_id)
         prepared = prepare_events(events, utcnow())
         if not prepared:
@@ -117,14 +135,12 @@ class SqlEventsMixin:
         check_page(limit)
         if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
             raise ValueError(f"after_seq must be a non-negative integer, got {after_seq!r}")
-        d = self._dialect
-        query = d.sql(
+        query = (
             f"SELECT {TRANSCRIPT_COLUMNS} FROM {{p}}transcript_events "
             "WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?"
         )
-        async with d.read("list_transcript", tid) as s:
-            rows = await s.fetchall(query, (tid, after_seq, limit))
-        return [transcript_from_row(r, d.from_time, loads_object) for r in rows]
+        params = (tid, after_seq, limit)
+        return await self._fetch_all(TranscriptEntry, "list_transcript", tid, query, params)
 
     # receipts --------------------------------------------------------------------------------
 
@@ -169,7 +185,7 @@ class SqlEventsMixin:
                 if prepared:
                     await self._append(s, tid, prepared)
         assert row is not None  # INSERT ... RETURNING always yields the row
-        return receipt_from_row(row, d.from_time, loads_object)
+        return from_row(ReceiptRecord, row, d.from_time)
 
     async def list_receipts(
         self, thread_id: str, *, limit: int = 100, offset: int = 0
@@ -177,11 +193,9 @@ class SqlEventsMixin:
         """The thread's receipts, oldest first."""
         tid = validate_thread_id(thread_id)
         check_page(limit, offset)
-        d = self._dialect
-        query = d.sql(
+        query = (
             f"SELECT {RECEIPT_COLUMNS} FROM {{p}}receipts WHERE thread_id = ? "
             "ORDER BY receipt_id LIMIT ? OFFSET ?"
         )
-        async with d.read("list_receipts", tid) as s:
-            rows = await s.fetchall(query, (tid, limit, offset))
-        return [receipt_from_row(r, d.from_time, loads_object) for r in rows]
+        params = (tid, limit, offset)
+        return await self._fetch_all(ReceiptRecord, "list_receipts", tid, query, params)
