@@ -20,30 +20,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from foldwise.gateway.storage._errors import (
-    GatewayStorageError,
-    InvalidIdError,
-    InvalidRunIdError,
-    InvalidThreadIdError,
-    RunExistsError,
-    ThreadExistsError,
-)
+from foldwise.gateway.storage import _errors, _records
+from foldwise.gateway.storage._errors import *  # noqa: F403 - the names in `_errors.__all__`
 from foldwise.gateway.storage._factory import open_storage
 from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
 from foldwise.gateway.storage._migrations import MIGRATIONS, Migration
-from foldwise.gateway.storage._records import (
-    EventKind,
-    ReceiptRecord,
-    RunKind,
-    RunRecord,
-    RunStatus,
-    ThreadLock,
-    ThreadRecord,
-    ThreadSortKey,
-    ThreadStatus,
-    TranscriptEntry,
-    TranscriptEvent,
-)
+from foldwise.gateway.storage._records import *  # noqa: F403 - the names in `_records.__all__`
 from foldwise.gateway.storage._sql import GatewayStorage, SqlGatewayStorage
 from foldwise.gateway.storage._sqlite import SqliteGatewayStorage
 
@@ -52,32 +34,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MIGRATIONS",
-    "EventKind",
     "GatewayStorage",
-    "GatewayStorageError",
-    "InvalidIdError",
-    "InvalidRunIdError",
-    "InvalidThreadIdError",
     "Migration",
     "PostgresGatewayStorage",
-    "ReceiptRecord",
-    "RunExistsError",
-    "RunKind",
-    "RunRecord",
-    "RunStatus",
     "SqlGatewayStorage",
     "SqliteGatewayStorage",
-    "ThreadExistsError",
-    "ThreadLock",
-    "ThreadRecord",
-    "ThreadSortKey",
-    "ThreadStatus",
-    "TranscriptEntry",
-    "TranscriptEvent",
     "open_storage",
     "validate_run_id",
     "validate_thread_id",
 ]
+__all__ += _errors.__all__  # the error classes
+__all__ += _records.__all__  # the value objects
 
 
 def __getattr__(name: str) -> Any:

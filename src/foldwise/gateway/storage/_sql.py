@@ -341,13 +341,8 @@ class SqlGatewayStorage(SqlEventsMixin):
         self, thread_id: str, *, limit: int = 100, offset: int = 0
     ) -> list[RunRecord]:
         """The thread's runs, newest first."""
-        tid = validate_thread_id(thread_id)
-        check_page(limit, offset)
-        query = (
-            f"SELECT {RUN_COLUMNS} FROM {{p}}runs WHERE thread_id = ? "
-            "ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?"
-        )
-        return await self._fetch_all(RunRecord, "list_runs", tid, query, (tid, limit, offset))
+        order = "created_at DESC, run_id DESC"
+        return await self._thread_page(RunRecord, "runs", order, thread_id, limit, offset)
 
     # thread leases ---------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from foldwise.gateway.storage._base import (
     TRANSCRIPT_COLUMNS,
     PreparedEvent,
     R,
+    columns,
     dedupe_events,
     from_row,
     prepare_events,
@@ -51,6 +52,18 @@ class SqlEventsMixin:
         async with d.read(operation, thread_id) as s:
             rows = await s.fetchall(d.sql(query), params)
         return [from_row(record, row, d.from_time) for row in rows]
+
+    async def _thread_page(
+        self, record: type[R], table: str, order: str, thread_id: str, limit: int, offset: int
+    ) -> list[R]:
+        """One page of the thread's rows of `table` (as `record`s), sorted by `order`."""
+        tid = validate_thread_id(thread_id)
+        check_page(limit, offset)
+        query = (
+            f"SELECT {columns(record)} FROM {{p}}{table} WHERE thread_id = ? "
+            f"ORDER BY {order} LIMIT ? OFFSET ?"
+        )
+        return await self._fetch_all(record, f"list_{table}", tid, query, (tid, limit, offset))
 
     # transcript ------------------------------------------------------------------------------
 
@@ -191,11 +204,6 @@ class SqlEventsMixin:
         self, thread_id: str, *, limit: int = 100, offset: int = 0
     ) -> list[ReceiptRecord]:
         """The thread's receipts, oldest first."""
-        tid = validate_thread_id(thread_id)
-        check_page(limit, offset)
-        query = (
-            f"SELECT {RECEIPT_COLUMNS} FROM {{p}}receipts WHERE thread_id = ? "
-            "ORDER BY receipt_id LIMIT ? OFFSET ?"
+        return await self._thread_page(
+            ReceiptRecord, "receipts", "receipt_id", thread_id, limit, offset
         )
-        params = (tid, limit, offset)
-        return await self._fetch_all(ReceiptRecord, "list_receipts", tid, query, params)
