@@ -27,13 +27,7 @@ from foldwise.bench._suite_metrics import Pricing, facts_analyzer, output_tokens
 from foldwise.bench._suite_render import suite_markdown, targets
 from foldwise.bench._suite_scenarios import Scenario, suite_scenarios
 from foldwise.config import FoldwiseConfig
-from foldwise.replay import (
-    Trace,
-    default_provider_counter,
-    demo_config,
-    get_system,
-    replay_system,
-)
+from foldwise.replay import Trace, default_provider_counter, demo_config, get_system, replay_system
 from foldwise.replay.sessions import SESSION_NAMES, SESSION_TITLES, session_messages
 from foldwise.tokens import TokenCounter, exact_backend
 

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -115,20 +114,31 @@ def huge_result_scenario(*, turns: int = 10, tokens: int = 300_000, seed: int = 
 
 # -- planted facts (M5) -----------------------------------------------------------------------
 
-_FACT_TEXT_EN: dict[str, Callable[[str], str]] = {
-    "constraint": lambda k: f"Constraint: never modify the {k} table without a backup.",
-    "id": lambda k: f"Please track this work under incident {k}.",
-    "error": lambda k: f"ERROR {k}: connection reset by peer while syncing the shard.",
-    "plan": lambda k: f"Next step: migrate the nightly reconcile job to {k}.",
-    "decision": lambda k: f"I decided to use advisory locks ({k}) because Redis locks expired.",
+# Each category's fact in English and in Chinese, side by side; `{key}` is the planted key.
+_FACT_TEXT: dict[str, tuple[str, str]] = {
+    "constraint": (
+        "Constraint: never modify the {key} table without a backup.",
+        "约束：未经备份，不要修改 {key} 表。",
+    ),
+    "id": ("Please track this work under incident {key}.", "这项工作请记在事故单 {key} 下。"),
+    "error": (
+        "ERROR {key}: connection reset by peer while syncing the shard.",
+        "ERROR {key}：同步分片时连接被对端重置。",
+    ),
+    "plan": (
+        "Next step: migrate the nightly reconcile job to {key}.",
+        "下一步：把夜间对账任务迁移到 {key}。",
+    ),
+    "decision": (
+        "I decided to use advisory locks ({key}) because Redis locks expired.",
+        "我决定使用咨询锁（{key}），因为 Redis 锁在高负载下会过期。",
+    ),
 }
-_FACT_TEXT_ZH: dict[str, Callable[[str], str]] = {
-    "constraint": lambda k: f"约束：未经备份，不要修改 {k} 表。",
-    "id": lambda k: f"这项工作请记在事故单 {k} 下。",
-    "error": lambda k: f"ERROR {k}：同步分片时连接被对端重置。",
-    "plan": lambda k: f"下一步：把夜间对账任务迁移到 {k}。",
-    "decision": lambda k: f"我决定使用咨询锁（{k}），因为 Redis 锁在高负载下会过期。",
-}
+
+
+def _fact_text(category: str, key: str, zh: bool) -> str:
+    english, chinese = _FACT_TEXT[category]
+    return (chinese if zh else english).format(key=key)
 
 
 def _fact_key(category: str, rng: random.Random) -> str:
@@ -147,7 +157,6 @@ def fact_scenario(language: str, *, turns: int, seed: int = 0) -> Scenario:
     """A trajectory with one fact per category at each depth 0 %, 10 %, …, 90 %."""
     rng = random.Random(f"{seed}:facts:{language}")
     zh = language == "zh"
-    texts = _FACT_TEXT_ZH if zh else _FACT_TEXT_EN
     content = _CLASSES["zh" if zh else "en"]
     depths = [d / 10 for d in range(10)]
     plants: dict[int, list[PlantedFact]] = {}
@@ -164,10 +173,10 @@ def fact_scenario(language: str, *, turns: int, seed: int = 0) -> Scenario:
         question = rng.choice(_QUESTIONS_ZH if zh else _QUESTIONS_EN).format(n=index)
         for category in ("constraint", "id"):
             if category in here:
-                question += " " + texts[category](here[category].key)
+                question += " " + _fact_text(category, here[category].key, zh)
         result = content.make(rng, rng.randint(2048, 6144))
         if "error" in here:
-            result += "\n" + texts["error"](here["error"].key) + "\n"
+            result += "\n" + _fact_text("error", here["error"].key, zh) + "\n"
         calls = [{"name": "fetch", "args": {"page": index}, "id": f"f{index:04d}"}]
         if "path" in here:
             calls.append(
@@ -176,7 +185,7 @@ def fact_scenario(language: str, *, turns: int, seed: int = 0) -> Scenario:
         answer = f"Turn {index}: checked."
         for category in ("plan", "decision"):
             if category in here:
-                answer += " " + texts[category](here[category].key)
+                answer += " " + _fact_text(category, here[category].key, zh)
         messages.append(HumanMessage(question))
         messages.append(AIMessage("", tool_calls=calls))
         messages.append(ToolMessage(result, tool_call_id=f"f{index:04d}", name="fetch"))

@@ -1,45 +1,7 @@
 """Configuration: pydantic models for `foldwise.yaml` and its loader."""
 
-from foldwise.config._loader import (
-    CONFIG_ENV_VAR,
-    DEFAULT_CONFIG_PATH,
-    interpolate,
-    load_config,
-    parse_config,
-)
-from foldwise.config._models import (
-    BUILTIN_EXTRACTIVE,
-    DEFAULT_KEEP,
-    ContextSize,
-    FoldwiseConfig,
-    GatewayConfig,
-    MemoryConfig,
-    ModelConfig,
-    OffloadConfig,
-    PreserveHumanConfig,
-    SkillsConfig,
-    StorageConfig,
-    SummarizationConfig,
-    ToolConfig,
-)
+from foldwise.config import _loader, _models
+from foldwise.config._loader import *  # noqa: F403 - the names in `_loader.__all__`
+from foldwise.config._models import *  # noqa: F403 - the names in `_models.__all__`
 
-__all__ = [
-    "BUILTIN_EXTRACTIVE",
-    "CONFIG_ENV_VAR",
-    "DEFAULT_CONFIG_PATH",
-    "DEFAULT_KEEP",
-    "ContextSize",
-    "FoldwiseConfig",
-    "GatewayConfig",
-    "MemoryConfig",
-    "ModelConfig",
-    "OffloadConfig",
-    "PreserveHumanConfig",
-    "SkillsConfig",
-    "StorageConfig",
-    "SummarizationConfig",
-    "ToolConfig",
-    "interpolate",
-    "load_config",
-    "parse_config",
-]
+__all__ = _loader.__all__ + _models.__all__

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from foldwise._dotted import dotted_key
 from foldwise.config._models import FoldwiseConfig
 from foldwise.errors import ConfigError
 
@@ -76,16 +77,6 @@ def interpolate(data: Any, env: Mapping[str, str] | None = None) -> Any:
     return data
 
 
-def _dotted(loc: tuple[int | str, ...]) -> str:
-    key = ""
-    for part in loc:
-        if isinstance(part, int):
-            key += f"[{part}]"
-        else:
-            key += f".{part}" if key else str(part)
-    return key
-
-
 _KEYED = re.compile(r"^(?P<key>[A-Za-z_][\w.\[\]]*): (?P<msg>.*)$", re.DOTALL)
 
 
@@ -109,7 +100,7 @@ def _format_validation_error(err: ValidationError, path: str | None) -> ConfigEr
         msg = "unknown key (check the spelling; unknown keys are errors)"
     elif first["type"] == "missing":
         msg = "required key is missing"
-    key = _dotted(loc) or None
+    key = dotted_key(loc) or None
     keyed = _KEYED.match(msg) if key is None else None
     if keyed:  # cross-field checks name their key in the message
         key, msg = keyed.group("key"), keyed.group("msg")

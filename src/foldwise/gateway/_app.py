@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 from fastapi import FastAPI
 
@@ -24,7 +25,11 @@ from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
 from foldwise.gateway._limits import BodyLimitMiddleware
 from foldwise.gateway._manager import RunManager
 from foldwise.gateway._serde import JSONResponse
-from foldwise.gateway._stream import DEFAULT_STREAM_BUFFER_BYTES, DEFAULT_STREAM_BUFFER_EVENTS
+from foldwise.gateway._stream import (
+    DEFAULT_STREAM_BUFFER_BYTES,
+    DEFAULT_STREAM_BUFFER_EVENTS,
+    EventBuffer,
+)
 from foldwise.gateway.storage import open_storage
 
 __all__ = ["DEFAULT_SHUTDOWN_GRACE", "app_from_env", "create_app"]
@@ -70,12 +75,10 @@ def create_app(
                 agents = AgentRegistry(config, checkpointer, agent_factory)
                 agents.get()  # fail at start-up on a broken model or tool configuration
                 leases = ThreadLeases(storage, ttl=lease_ttl_seconds)
-                runs = RunManager(
-                    storage,
-                    leases,
-                    stream_buffer_events=stream_buffer_events,
-                    stream_buffer_bytes=stream_buffer_bytes,
+                new_buffer = partial(
+                    EventBuffer, max_events=stream_buffer_events, max_bytes=stream_buffer_bytes
                 )
+                runs = RunManager(storage, leases, new_buffer=new_buffer)
                 app.state.gateway = Gateway(config, storage, checkpointer, agents, leases, runs)
                 logger.info(
                     "foldwise gateway ready (storage: %s, assistants: %s)",

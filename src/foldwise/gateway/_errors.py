@@ -38,6 +38,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from foldwise._dotted import dotted_key
 from foldwise.errors import (
     ArtifactIdError,
     ArtifactNotFoundError,
@@ -213,16 +214,6 @@ def error_response(error: BaseException) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status, headers=_headers_for(error))
 
 
-def _loc(parts: Sequence[Any]) -> str:
-    out = ""
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
 def _validation_detail(error: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
     lines: list[str] = []
     items: list[dict[str, Any]] = []
@@ -236,7 +227,7 @@ def _validation_detail(error: RequestValidationError) -> tuple[str, list[dict[st
         if item.get("type") == "json_invalid":
             loc = []
             message = f"invalid JSON: {(item.get('ctx') or {}).get('error', 'decode error')}"
-        where = _loc(loc) or "body"
+        where = dotted_key(loc) or "body"
         lines.append(f"{where}: {message}")
         items.append(
             {

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -35,11 +35,7 @@ from foldwise.gateway._errors import (
 from foldwise.gateway._faults import pause_after_checkpoint
 from foldwise.gateway._leases import ThreadLeases, lease_of
 from foldwise.gateway._messages import check_tool_results, interrupted_results
-from foldwise.gateway._stream import (
-    DEFAULT_STREAM_BUFFER_BYTES,
-    DEFAULT_STREAM_BUFFER_EVENTS,
-    EventBuffer,
-)
+from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway.storage import GatewayStorage, RunStatus
 from foldwise.messages import analyze_tool_pairing, is_hidden
 
@@ -162,8 +158,8 @@ class RunManager:
     Args:
         storage: The gateway storage.
         leases: Thread leases on that storage.
-        stream_buffer_events: Frames a streaming client may fall behind by.
-        stream_buffer_bytes: Bytes of frames a streaming client may fall behind by.
+        new_buffer: Makes a streaming run's buffer from its run and thread ids: `EventBuffer`
+            with the limits on how far a client may fall behind.
     """
 
     def __init__(
@@ -171,12 +167,11 @@ class RunManager:
         storage: GatewayStorage,
         leases: ThreadLeases,
         *,
-        stream_buffer_events: int = DEFAULT_STREAM_BUFFER_EVENTS,
-        stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES,
+        new_buffer: Callable[[str, str], EventBuffer] = EventBuffer,
     ) -> None:
         self.storage = storage
         self.leases = leases
-        self.stream_limits = {"max_events": stream_buffer_events, "max_bytes": stream_buffer_bytes}
+        self.new_buffer = new_buffer
         self._active: dict[str, ActiveRun] = {}
         self._closing = False
 
@@ -329,7 +324,7 @@ class RunManager:
         except BaseException:
             await self.leases.release(thread_id, run_id)
             raise
-        buffer = EventBuffer(run_id, thread_id, **self.stream_limits) if stream else None
+        buffer = self.new_buffer(run_id, thread_id) if stream else None
         run = ActiveRun(run_id, spec, recorder, inputs, queue=buffer)
         self._active[run_id] = run
         run.task = asyncio.create_task(self._execute(run, config), name=f"foldwise-run-{run_id}")

@@ -14,6 +14,7 @@ The agent-facing piece is `foldwise.middleware.tool_output_offload.ToolOutputOff
 
 from foldwise._thread_id import resolve_thread_id
 from foldwise.messages import split_content
+from foldwise.offload import _models
 from foldwise.offload._blocking import BlockingArtifactStore
 from foldwise.offload._factory import (
     acollect_garbage,
@@ -29,15 +30,7 @@ from foldwise.offload._ids import (
     validate_artifact_id,
 )
 from foldwise.offload._langgraph_store import StoreArtifactStore
-from foldwise.offload._models import (
-    ArtifactKind,
-    ArtifactPage,
-    ArtifactRef,
-    ArtifactRow,
-    ArtifactSearchResult,
-    GcReport,
-    SearchMatch,
-)
+from foldwise.offload._models import *  # noqa: F403 - the names in `_models.__all__`
 from foldwise.offload._notice import (
     CLIPPED_FLAG,
     clipped_text,
@@ -68,17 +61,10 @@ __all__ = [
     "NO_THREAD_ID",
     "READ_TOOL_NAME",
     "SEARCH_TOOL_NAME",
-    "ArtifactKind",
-    "ArtifactPage",
-    "ArtifactRef",
-    "ArtifactRow",
-    "ArtifactSearchResult",
     "ArtifactStore",
     "BaseArtifactStore",
     "BlockingArtifactStore",
     "FilesystemArtifactStore",
-    "GcReport",
-    "SearchMatch",
     "StoreArtifactStore",
     "acollect_garbage",
     "artifact_store_from_config",
@@ -103,3 +89,4 @@ __all__ = [
     "tool_notice",
     "validate_artifact_id",
 ]
+__all__ += _models.__all__  # the value objects

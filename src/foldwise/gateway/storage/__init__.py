@@ -1,7 +1,8 @@
 """Storage of the gateway's own tables: threads, runs, transcript, receipts, thread leases.
 
-One contract (`GatewayStorage`), one SQL implementation (`SqlGatewayStorage`) with a dialect
-per database (`SqliteGatewayStorage`, `PostgresGatewayStorage`), one shared test suite.
+One contract (`GatewayStorage`, which is the one SQL implementation `SqlGatewayStorage`) with
+a dialect per database (`SqliteGatewayStorage`, `PostgresGatewayStorage`), one shared test
+suite.
 `open_storage(url)` picks the backend from `storage.url`. Thread state itself lives in
 LangGraph's checkpointer, not here. See `docs/storage.md` for the schema, migrations,
 multi-worker deployment and lease semantics.
@@ -19,31 +20,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from foldwise.gateway.storage._errors import (
-    GatewayStorageError,
-    InvalidIdError,
-    InvalidRunIdError,
-    InvalidThreadIdError,
-    RunExistsError,
-    ThreadExistsError,
-)
+from foldwise.gateway.storage import _errors, _records
+from foldwise.gateway.storage._errors import *  # noqa: F403 - the names in `_errors.__all__`
 from foldwise.gateway.storage._factory import open_storage
 from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
 from foldwise.gateway.storage._migrations import MIGRATIONS, Migration
-from foldwise.gateway.storage._protocol import GatewayStorage, ThreadSortKey
-from foldwise.gateway.storage._records import (
-    EventKind,
-    ReceiptRecord,
-    RunKind,
-    RunRecord,
-    RunStatus,
-    ThreadLock,
-    ThreadRecord,
-    ThreadStatus,
-    TranscriptEntry,
-    TranscriptEvent,
-)
-from foldwise.gateway.storage._sql import SqlGatewayStorage
+from foldwise.gateway.storage._records import *  # noqa: F403 - the names in `_records.__all__`
+from foldwise.gateway.storage._sql import GatewayStorage, SqlGatewayStorage
 from foldwise.gateway.storage._sqlite import SqliteGatewayStorage
 
 if TYPE_CHECKING:
@@ -51,32 +34,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MIGRATIONS",
-    "EventKind",
     "GatewayStorage",
-    "GatewayStorageError",
-    "InvalidIdError",
-    "InvalidRunIdError",
-    "InvalidThreadIdError",
     "Migration",
     "PostgresGatewayStorage",
-    "ReceiptRecord",
-    "RunExistsError",
-    "RunKind",
-    "RunRecord",
-    "RunStatus",
     "SqlGatewayStorage",
     "SqliteGatewayStorage",
-    "ThreadExistsError",
-    "ThreadLock",
-    "ThreadRecord",
-    "ThreadSortKey",
-    "ThreadStatus",
-    "TranscriptEntry",
-    "TranscriptEvent",
     "open_storage",
     "validate_run_id",
     "validate_thread_id",
 ]
+__all__ += _errors.__all__  # the error classes
+__all__ += _records.__all__  # the value objects
 
 
 def __getattr__(name: str) -> Any:

@@ -1,28 +1,35 @@
-"""Argument checks, error wrapping and row conversion used by `SqlGatewayStorage`."""
+"""Argument checks, error wrapping and row conversion used by `SqlGatewayStorage`.
+
+A table's columns are its record's fields, in order (`columns`), so one `from_row` reads
+every table.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, get_type_hints
 
-from foldwise.gateway.storage._codec import check_holder, check_ttl, clean_text, dumps
+from foldwise.gateway.storage._codec import (
+    check_holder,
+    check_ttl,
+    clean_text,
+    dumps,
+    loads_object,
+)
 from foldwise.gateway.storage._errors import GatewayStorageError
 from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
 from foldwise.gateway.storage._records import (
     FINAL_RUN_STATUSES,
     RUN_KINDS,
     THREAD_STATUSES,
-    EventKind,
     ReceiptRecord,
-    RunKind,
     RunRecord,
-    RunStatus,
     ThreadLock,
     ThreadRecord,
-    ThreadStatus,
     TranscriptEntry,
     TranscriptEvent,
 )
@@ -38,14 +45,11 @@ __all__ = [
     "check_lock_args",
     "check_run_args",
     "check_thread_status",
+    "columns",
     "dedupe_events",
     "encode_metadata",
-    "lock_from_row",
+    "from_row",
     "prepare_events",
-    "receipt_from_row",
-    "run_from_row",
-    "thread_from_row",
-    "transcript_from_row",
     "wrap_errors",
 ]
 
@@ -53,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 Row = Sequence[Any]
 ToTime = Callable[[Any], datetime]
+R = TypeVar("R")
 
 
 @contextmanager
@@ -159,78 +164,45 @@ def dedupe_events(events: Sequence[PreparedEvent], stored_ids: set[str]) -> list
     return kept
 
 
-def thread_from_row(
-    row: Row, to_time: ToTime, to_json: Callable[[Any], dict[str, Any]]
-) -> ThreadRecord:
-    """Build a `ThreadRecord` from ``(thread_id, created_at, updated_at, metadata, status)``."""
-    return ThreadRecord(
-        thread_id=row[0],
-        created_at=to_time(row[1]),
-        updated_at=to_time(row[2]),
-        metadata=to_json(row[3]),
-        status=cast(ThreadStatus, row[4]),
-    )
+def columns(record: type[Any]) -> str:
+    """The SQL column list of a record type: its field names, in order."""
+    return ", ".join(f.name for f in fields(record))
 
 
-def run_from_row(row: Row, to_time: ToTime, to_json: Callable[[Any], dict[str, Any]]) -> RunRecord:
-    """Build a `RunRecord` from the `RUN_COLUMNS` order."""
-    return RunRecord(
-        run_id=row[0],
-        thread_id=row[1],
-        assistant_id=row[2],
-        kind=cast(RunKind, row[3]),
-        status=cast(RunStatus, row[4]),
-        error=row[5],
-        metadata=to_json(row[6]),
-        created_at=to_time(row[7]),
-        updated_at=to_time(row[8]),
-    )
+Converter = Callable[[Any, ToTime], Any]
+_CONVERTERS: dict[type[Any], tuple[Converter, ...]] = {}
 
 
-def transcript_from_row(
-    row: Row, to_time: ToTime, to_json: Callable[[Any], dict[str, Any]]
-) -> TranscriptEntry:
-    """Build a `TranscriptEntry` from the `TRANSCRIPT_COLUMNS` order."""
-    return TranscriptEntry(
-        thread_id=row[0],
-        seq=int(row[1]),
-        kind=cast(EventKind, row[2]),
-        run_id=row[3],
-        message_id=row[4],
-        message=to_json(row[5]),
-        created_at=to_time(row[6]),
-    )
+def _converters(record: type[Any]) -> tuple[Converter, ...]:
+    if record in _CONVERTERS:
+        return _CONVERTERS[record]
+
+    def pick(hint: Any) -> Converter:
+        if hint is datetime:
+            return lambda value, to_time: to_time(value)
+        if hint == dict[str, Any]:
+            return lambda value, _: loads_object(value)
+        if hint is int:
+            return lambda value, _: int(value)
+        return lambda value, _: value  # text and literal types come back as stored
+
+    hints = get_type_hints(record)
+    _CONVERTERS[record] = tuple(pick(hints[f.name]) for f in fields(record))
+    return _CONVERTERS[record]
 
 
-def receipt_from_row(
-    row: Row, to_time: ToTime, to_json: Callable[[Any], dict[str, Any]]
-) -> ReceiptRecord:
-    """Build a `ReceiptRecord` from the `RECEIPT_COLUMNS` order."""
-    return ReceiptRecord(
-        receipt_id=int(row[0]),
-        thread_id=row[1],
-        run_id=row[2],
-        receipt=to_json(row[3]),
-        created_at=to_time(row[4]),
-    )
+def from_row(record: type[R], row: Row, to_time: ToTime) -> R:
+    """Build a record from a row in `columns(record)` order.
+
+    Times go through `to_time` (the dialect's reader), JSON objects through `loads_object`,
+    integers through `int`; everything else is taken as stored.
+    """
+    pairs = zip(_converters(record), row, strict=True)
+    return record(*(convert(value, to_time) for convert, value in pairs))
 
 
-def lock_from_row(row: Row, to_time: ToTime) -> ThreadLock:
-    """Build a `ThreadLock` from the `LOCK_COLUMNS` order."""
-    return ThreadLock(
-        thread_id=row[0],
-        holder=row[1],
-        kind=row[2],
-        acquired_at=to_time(row[3]),
-        expires_at=to_time(row[4]),
-        token=int(row[5]),
-    )
-
-
-THREAD_COLUMNS = "thread_id, created_at, updated_at, metadata, status"
-RUN_COLUMNS = (
-    "run_id, thread_id, assistant_id, kind, status, error, metadata, created_at, updated_at"
-)
-TRANSCRIPT_COLUMNS = "thread_id, seq, kind, run_id, message_id, message, created_at"
-RECEIPT_COLUMNS = "receipt_id, thread_id, run_id, receipt, created_at"
-LOCK_COLUMNS = "thread_id, holder, kind, acquired_at, expires_at, token"
+THREAD_COLUMNS = columns(ThreadRecord)
+RUN_COLUMNS = columns(RunRecord)
+TRANSCRIPT_COLUMNS = columns(TranscriptEntry)
+RECEIPT_COLUMNS = columns(ReceiptRecord)
+LOCK_COLUMNS = columns(ThreadLock)

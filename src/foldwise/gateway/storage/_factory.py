@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from foldwise.gateway.storage._sqlite import SqliteGatewayStorage
 
 if TYPE_CHECKING:
-    from foldwise.gateway.storage._protocol import GatewayStorage
+    from foldwise.gateway.storage._sql import GatewayStorage
 
 __all__ = ["open_storage"]
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import re
 
-from foldwise.gateway.storage._errors import InvalidRunIdError, InvalidThreadIdError
+from foldwise.gateway.storage._errors import (
+    InvalidIdError,
+    InvalidRunIdError,
+    InvalidThreadIdError,
+)
 
 __all__ = ["validate_run_id", "validate_thread_id"]
 
@@ -27,23 +31,15 @@ def validate_thread_id(value: object) -> str:
     Raises:
         InvalidThreadIdError: `value` is not a string or does not match the pattern.
     """
-    if not isinstance(value, str) or _ID_PATTERN.fullmatch(value) is None:
-        raise InvalidThreadIdError(value)
-    return value
+    return _checked(value, InvalidThreadIdError)
 
 
 def validate_run_id(value: object) -> str:
-    """Return `value` if it is a valid run id (same rule as thread ids).
+    """Like `validate_thread_id`, for run ids: raise `InvalidRunIdError` on an invalid id."""
+    return _checked(value, InvalidRunIdError)
 
-    Args:
-        value: The candidate id.
 
-    Returns:
-        The id, unchanged.
-
-    Raises:
-        InvalidRunIdError: `value` is not a string or does not match the pattern.
-    """
+def _checked(value: object, error: type[InvalidIdError]) -> str:
     if not isinstance(value, str) or _ID_PATTERN.fullmatch(value) is None:
-        raise InvalidRunIdError(value)
+        raise error(value)
     return value

@@ -31,131 +31,104 @@ class Migration:
     postgres: tuple[str, ...]
 
 
-_SQLITE_0001 = (
-    """CREATE TABLE threads (
-        thread_id TEXT PRIMARY KEY,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        metadata TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ('idle', 'busy', 'error'))
-    )""",
-    "CREATE INDEX threads_created_idx ON threads (created_at DESC, thread_id DESC)",
-    "CREATE INDEX threads_updated_idx ON threads (updated_at DESC, thread_id DESC)",
-    """CREATE TABLE runs (
-        run_id TEXT PRIMARY KEY,
-        thread_id TEXT NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
-        assistant_id TEXT NOT NULL,
-        kind TEXT NOT NULL CHECK (kind IN ('run', 'compact')),
-        status TEXT NOT NULL CHECK (status IN ('running', 'success', 'error', 'interrupted')),
-        error TEXT,
-        metadata TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    )""",
-    "CREATE INDEX runs_thread_idx ON runs (thread_id, created_at DESC)",
-    """CREATE TABLE transcript_events (
-        thread_id TEXT NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
-        seq INTEGER NOT NULL,
-        kind TEXT NOT NULL CHECK (kind IN ('message', 'compaction')),
-        run_id TEXT,
-        message_id TEXT,
-        message TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (thread_id, seq)
-    )""",
-    """CREATE UNIQUE INDEX transcript_message_id_idx ON transcript_events (thread_id, message_id)
-        WHERE message_id IS NOT NULL""",
-    """CREATE TABLE receipts (
-        receipt_id INTEGER PRIMARY KEY AUTOINCREMENT,
-        thread_id TEXT NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
-        run_id TEXT,
-        receipt TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    )""",
-    "CREATE INDEX receipts_thread_idx ON receipts (thread_id, receipt_id)",
-    """CREATE TABLE thread_locks (
-        thread_id TEXT PRIMARY KEY REFERENCES threads (thread_id) ON DELETE CASCADE,
-        holder TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        acquired_at REAL NOT NULL,
-        expires_at REAL NOT NULL
-    )""",
-)
+# Each statement is written once; `_render` fills in each database's names and types:
+# {t} the table prefix (Postgres: the schema), {time} a timestamp, {json} a JSON object,
+# {bigint} a 64-bit integer, {serial} an auto-increment key, {lease_time} a lease time.
+_TYPES = {
+    "sqlite": {
+        "t": "",
+        "time": "TEXT",
+        "json": "TEXT",
+        "bigint": "INTEGER",
+        "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        "lease_time": "REAL",
+    },
+    "postgres": {
+        "t": "{schema}.",
+        "time": "TIMESTAMPTZ",
+        "json": "JSONB",
+        "bigint": "BIGINT",
+        "serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        "lease_time": "TIMESTAMPTZ",
+    },
+}
 
-_POSTGRES_0001 = (
-    """CREATE TABLE {schema}.threads (
+
+def _migration(
+    version: int, name: str, statements: tuple[str, ...], postgres_only: tuple[str, ...] = ()
+) -> Migration:
+    sqlite, postgres = (tuple(s.format(**_TYPES[db]) for s in statements) for db in _TYPES)
+    return Migration(version, name, sqlite, postgres + postgres_only)
+
+
+_0001 = (
+    """CREATE TABLE {t}threads (
         thread_id TEXT PRIMARY KEY,
-        created_at TIMESTAMPTZ NOT NULL,
-        updated_at TIMESTAMPTZ NOT NULL,
-        metadata JSONB NOT NULL,
+        created_at {time} NOT NULL,
+        updated_at {time} NOT NULL,
+        metadata {json} NOT NULL,
         status TEXT NOT NULL CHECK (status IN ('idle', 'busy', 'error'))
     )""",
-    "CREATE INDEX threads_created_idx ON {schema}.threads (created_at DESC, thread_id DESC)",
-    "CREATE INDEX threads_updated_idx ON {schema}.threads (updated_at DESC, thread_id DESC)",
-    "CREATE INDEX threads_metadata_idx ON {schema}.threads USING GIN (metadata jsonb_path_ops)",
-    """CREATE TABLE {schema}.runs (
+    "CREATE INDEX threads_created_idx ON {t}threads (created_at DESC, thread_id DESC)",
+    "CREATE INDEX threads_updated_idx ON {t}threads (updated_at DESC, thread_id DESC)",
+    """CREATE TABLE {t}runs (
         run_id TEXT PRIMARY KEY,
-        thread_id TEXT NOT NULL REFERENCES {schema}.threads (thread_id) ON DELETE CASCADE,
+        thread_id TEXT NOT NULL REFERENCES {t}threads (thread_id) ON DELETE CASCADE,
         assistant_id TEXT NOT NULL,
         kind TEXT NOT NULL CHECK (kind IN ('run', 'compact')),
         status TEXT NOT NULL CHECK (status IN ('running', 'success', 'error', 'interrupted')),
         error TEXT,
-        metadata JSONB NOT NULL,
-        created_at TIMESTAMPTZ NOT NULL,
-        updated_at TIMESTAMPTZ NOT NULL
+        metadata {json} NOT NULL,
+        created_at {time} NOT NULL,
+        updated_at {time} NOT NULL
     )""",
-    "CREATE INDEX runs_thread_idx ON {schema}.runs (thread_id, created_at DESC)",
-    """CREATE TABLE {schema}.transcript_events (
-        thread_id TEXT NOT NULL REFERENCES {schema}.threads (thread_id) ON DELETE CASCADE,
-        seq BIGINT NOT NULL,
+    "CREATE INDEX runs_thread_idx ON {t}runs (thread_id, created_at DESC)",
+    """CREATE TABLE {t}transcript_events (
+        thread_id TEXT NOT NULL REFERENCES {t}threads (thread_id) ON DELETE CASCADE,
+        seq {bigint} NOT NULL,
         kind TEXT NOT NULL CHECK (kind IN ('message', 'compaction')),
         run_id TEXT,
         message_id TEXT,
-        message JSONB NOT NULL,
-        created_at TIMESTAMPTZ NOT NULL,
+        message {json} NOT NULL,
+        created_at {time} NOT NULL,
         PRIMARY KEY (thread_id, seq)
     )""",
     """CREATE UNIQUE INDEX transcript_message_id_idx
-        ON {schema}.transcript_events (thread_id, message_id) WHERE message_id IS NOT NULL""",
-    """CREATE TABLE {schema}.receipts (
-        receipt_id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        thread_id TEXT NOT NULL REFERENCES {schema}.threads (thread_id) ON DELETE CASCADE,
+        ON {t}transcript_events (thread_id, message_id) WHERE message_id IS NOT NULL""",
+    """CREATE TABLE {t}receipts (
+        receipt_id {serial},
+        thread_id TEXT NOT NULL REFERENCES {t}threads (thread_id) ON DELETE CASCADE,
         run_id TEXT,
-        receipt JSONB NOT NULL,
-        created_at TIMESTAMPTZ NOT NULL
+        receipt {json} NOT NULL,
+        created_at {time} NOT NULL
     )""",
-    "CREATE INDEX receipts_thread_idx ON {schema}.receipts (thread_id, receipt_id)",
-    """CREATE TABLE {schema}.thread_locks (
-        thread_id TEXT PRIMARY KEY REFERENCES {schema}.threads (thread_id) ON DELETE CASCADE,
+    "CREATE INDEX receipts_thread_idx ON {t}receipts (thread_id, receipt_id)",
+    """CREATE TABLE {t}thread_locks (
+        thread_id TEXT PRIMARY KEY REFERENCES {t}threads (thread_id) ON DELETE CASCADE,
         holder TEXT NOT NULL,
         kind TEXT NOT NULL,
-        acquired_at TIMESTAMPTZ NOT NULL,
-        expires_at TIMESTAMPTZ NOT NULL
+        acquired_at {lease_time} NOT NULL,
+        expires_at {lease_time} NOT NULL
     )""",
 )
-
-_SQLITE_0002 = (
-    "ALTER TABLE receipts ADD COLUMN receipt_key TEXT",
-    """CREATE UNIQUE INDEX receipts_key_idx ON receipts (thread_id, receipt_key)
-        WHERE receipt_key IS NOT NULL""",
+_0001_POSTGRES_ONLY = (
+    "CREATE INDEX threads_metadata_idx ON {schema}.threads USING GIN (metadata jsonb_path_ops)",
 )
 
-_POSTGRES_0002 = (
-    "ALTER TABLE {schema}.receipts ADD COLUMN receipt_key TEXT",
-    """CREATE UNIQUE INDEX receipts_key_idx ON {schema}.receipts (thread_id, receipt_key)
+_0002 = (
+    "ALTER TABLE {t}receipts ADD COLUMN receipt_key TEXT",
+    """CREATE UNIQUE INDEX receipts_key_idx ON {t}receipts (thread_id, receipt_key)
         WHERE receipt_key IS NOT NULL""",
 )
 
 # Lease fencing: every acquisition of a thread's lease counts the token up by one; released
 # leases keep their row (expired, without a holder) so the count survives them.
-_SQLITE_0003 = ("ALTER TABLE thread_locks ADD COLUMN token INTEGER NOT NULL DEFAULT 0",)
-
-_POSTGRES_0003 = ("ALTER TABLE {schema}.thread_locks ADD COLUMN token BIGINT NOT NULL DEFAULT 0",)
+_0003 = ("ALTER TABLE {t}thread_locks ADD COLUMN token {bigint} NOT NULL DEFAULT 0",)
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "threads, runs, transcript, receipts, thread locks", _SQLITE_0001, _POSTGRES_0001),
-    Migration(2, "receipts are unique per thread by their own id", _SQLITE_0002, _POSTGRES_0002),
-    Migration(3, "thread leases carry a fencing token", _SQLITE_0003, _POSTGRES_0003),
+    _migration(1, "threads, runs, transcript, receipts, thread locks", _0001, _0001_POSTGRES_ONLY),
+    _migration(2, "receipts are unique per thread by their own id", _0002),
+    _migration(3, "thread leases carry a fencing token", _0003),
 )
 """Every migration, in order."""
 

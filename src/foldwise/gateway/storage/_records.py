@@ -14,6 +14,7 @@ __all__ = [
     "RunStatus",
     "ThreadLock",
     "ThreadRecord",
+    "ThreadSortKey",
     "ThreadStatus",
     "TranscriptEntry",
     "TranscriptEvent",
@@ -30,6 +31,9 @@ RunStatus = Literal["running", "success", "error", "interrupted"]
 
 EventKind = Literal["message", "compaction"]
 """A transcript event is a visible message or a compaction marker."""
+
+ThreadSortKey = Literal["created_at", "updated_at"]
+"""The time `search_threads` sorts by (newest first)."""
 
 THREAD_STATUSES: frozenset[str] = frozenset(get_args(ThreadStatus))
 RUN_KINDS: frozenset[str] = frozenset(get_args(RunKind))

@@ -26,27 +26,25 @@ from foldwise.gateway.storage._base import (
     check_run_args,
     check_thread_status,
     encode_metadata,
-    lock_from_row,
-    run_from_row,
-    thread_from_row,
+    from_row,
 )
 from foldwise.gateway.storage._codec import check_page, dumps, loads_object, utcnow
 from foldwise.gateway.storage._dialect import Dialect, Row, Session
 from foldwise.gateway.storage._errors import GatewayStorageError, RunExistsError, ThreadExistsError
 from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
 from foldwise.gateway.storage._migrations import check_not_newer, pending_migrations
-from foldwise.gateway.storage._protocol import ThreadSortKey
 from foldwise.gateway.storage._records import (
     RunKind,
     RunRecord,
     RunStatus,
     ThreadLock,
     ThreadRecord,
+    ThreadSortKey,
     ThreadStatus,
 )
 from foldwise.gateway.storage._sql_events import SqlEventsMixin
 
-__all__ = ["SqlGatewayStorage"]
+__all__ = ["GatewayStorage", "SqlGatewayStorage"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +68,16 @@ LEASE_CHECK = (
 
 
 class SqlGatewayStorage(SqlEventsMixin):
-    """Gateway tables in a SQL database; the `Dialect` says which one.
+    """Threads, runs, transcript events, compaction receipts and thread leases in SQL.
+
+    Every method validates thread and run ids before any SQL (`InvalidThreadIdError`,
+    `InvalidRunIdError`), and wraps database failures in `GatewayStorageError` (a
+    `foldwise.errors.StorageError`). A missing row is `None` (or `False`) for lookups and
+    `ThreadNotFoundError` where the operation needs the thread.
 
     Use the backend classes (`SqliteGatewayStorage`, `PostgresGatewayStorage`) or
-    `open_storage(url)`; this class holds everything they share.
+    ``async with open_storage(url) as storage: ...`` (or call `setup` and `aclose`); this
+    class holds everything they share, and the `Dialect` says which database it talks to.
 
     Args:
         dialect: The database's dialect (it owns the connection).
@@ -83,6 +87,7 @@ class SqlGatewayStorage(SqlEventsMixin):
         self._dialect = dialect
         self._setup_lock = asyncio.Lock()
         self.backend: str = dialect.backend
+        """``"sqlite"`` or ``"postgres"``."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._dialect!r})"
@@ -99,7 +104,10 @@ class SqlGatewayStorage(SqlEventsMixin):
     # lifecycle -------------------------------------------------------------------------------
 
     async def setup(self) -> None:
-        """Connect (once) and apply pending numbered migrations in one transaction."""
+        """Connect (once) and apply pending numbered migrations in one transaction.
+
+        Idempotent, and safe to run concurrently from several workers.
+        """
         async with self._setup_lock:
             await self._dialect.open()
             await self._migrate()
@@ -151,12 +159,12 @@ class SqlGatewayStorage(SqlEventsMixin):
         await self.aclose()
 
     async def ping(self) -> None:
-        """Run ``SELECT 1``."""
+        """Run ``SELECT 1``; raise `GatewayStorageError` when the database is unusable."""
         async with self._dialect.read("ping", None) as s:
             await s.fetchone("SELECT 1")
 
     async def schema_version(self) -> int:
-        """Return the highest applied migration number."""
+        """Return the highest applied migration number (0 before `setup`)."""
         async with self._dialect.read("schema_version", None) as s:
             row = await s.fetchone(
                 self._dialect.sql("SELECT MAX(version) FROM {p}schema_migrations")
@@ -172,7 +180,7 @@ class SqlGatewayStorage(SqlEventsMixin):
     # threads ---------------------------------------------------------------------------------
 
     def _thread(self, row: Row) -> ThreadRecord:
-        return thread_from_row(row, self._dialect.from_time, loads_object)
+        return from_row(ThreadRecord, row, self._dialect.from_time)
 
     async def create_thread(
         self, thread_id: str, metadata: Mapping[str, Any] | None = None
@@ -227,7 +235,7 @@ class SqlGatewayStorage(SqlEventsMixin):
         return None if row is None else self._thread(row)
 
     async def delete_thread(self, thread_id: str) -> bool:
-        """Delete the thread and everything recorded for it; `False` if it did not exist."""
+        """Delete the thread with its runs, transcript, receipts and lock; `False` if missing."""
         tid = validate_thread_id(thread_id)
         async with self._dialect.write("delete_thread", tid) as s:
             query = self._dialect.sql("DELETE FROM {p}threads WHERE thread_id = ?")
@@ -255,18 +263,17 @@ class SqlGatewayStorage(SqlEventsMixin):
         if status is not None:
             conditions.append("status = ?")
             params.append(status)
-        query = self._dialect.sql(
+        query = (
             f"SELECT {THREAD_COLUMNS} FROM {{p}}threads WHERE {' AND '.join(conditions)} "
             f"ORDER BY {_ORDER[sort_by]} LIMIT ? OFFSET ?"
         )
-        async with self._dialect.read("search_threads", None) as s:
-            rows = await s.fetchall(query, (*params, limit, offset))
-        return [self._thread(row) for row in rows]
+        params.extend((limit, offset))
+        return await self._fetch_all(ThreadRecord, "search_threads", None, query, params)
 
     # runs ------------------------------------------------------------------------------------
 
     def _run(self, row: Row) -> RunRecord:
-        return run_from_row(row, self._dialect.from_time, loads_object)
+        return from_row(RunRecord, row, self._dialect.from_time)
 
     async def create_run(
         self,
@@ -334,20 +341,13 @@ class SqlGatewayStorage(SqlEventsMixin):
         self, thread_id: str, *, limit: int = 100, offset: int = 0
     ) -> list[RunRecord]:
         """The thread's runs, newest first."""
-        tid = validate_thread_id(thread_id)
-        check_page(limit, offset)
-        query = self._dialect.sql(
-            f"SELECT {RUN_COLUMNS} FROM {{p}}runs WHERE thread_id = ? "
-            "ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?"
-        )
-        async with self._dialect.read("list_runs", tid) as s:
-            rows = await s.fetchall(query, (tid, limit, offset))
-        return [self._run(row) for row in rows]
+        order = "created_at DESC, run_id DESC"
+        return await self._thread_page(RunRecord, "runs", order, thread_id, limit, offset)
 
     # thread leases ---------------------------------------------------------------------------
 
     def _lock(self, row: Row) -> ThreadLock:
-        return lock_from_row(row, self._dialect.from_lease_time)
+        return from_row(ThreadLock, row, self._dialect.from_lease_time)
 
     async def acquire_thread_lease(
         self, thread_id: str, holder: str, kind: str, ttl_seconds: float
@@ -408,3 +408,10 @@ class SqlGatewayStorage(SqlEventsMixin):
         query = self._dialect.sql(LEASE_CHECK.replace("{share}", ""))
         async with self._dialect.read("holds_thread_lock", thread_id) as s:
             return await s.fetchone(query, (thread_id, holder_text, int(token))) is not None
+
+
+GatewayStorage = SqlGatewayStorage
+"""The storage contract the gateway codes against.
+
+There is one implementation; a new database is a new `Dialect`, not a new storage class.
+"""

@@ -9,10 +9,11 @@ from foldwise.gateway.storage._base import (
     RECEIPT_COLUMNS,
     TRANSCRIPT_COLUMNS,
     PreparedEvent,
+    R,
+    columns,
     dedupe_events,
+    from_row,
     prepare_events,
-    receipt_from_row,
-    transcript_from_row,
 )
 from foldwise.gateway.storage._codec import check_page, dumps, loads_object, utcnow
 from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
@@ -37,6 +38,32 @@ class SqlEventsMixin:
         self, s: Session, thread_id: str, lock: str = "{keyshare}"
     ) -> None:  # pragma: no cover - defined by SqlGatewayStorage
         raise NotImplementedError
+
+    async def _fetch_all(
+        self,
+        record: type[R],
+        operation: str,
+        thread_id: str | None,
+        query: str,
+        params: Sequence[Any],
+    ) -> list[R]:
+        """Run a `SELECT` of `record`'s columns (`{p}` etc. still in `query`) as `record`s."""
+        d = self._dialect
+        async with d.read(operation, thread_id) as s:
+            rows = await s.fetchall(d.sql(query), params)
+        return [from_row(record, row, d.from_time) for row in rows]
+
+    async def _thread_page(
+        self, record: type[R], table: str, order: str, thread_id: str, limit: int, offset: int
+    ) -> list[R]:
+        """One page of the thread's rows of `table` (as `record`s), sorted by `order`."""
+        tid = validate_thread_id(thread_id)
+        check_page(limit, offset)
+        query = (
+            f"SELECT {columns(record)} FROM {{p}}{table} WHERE thread_id = ? "
+            f"ORDER BY {order} LIMIT ? OFFSET ?"
+        )
+        return await self._fetch_all(record, f"list_{table}", tid, query, (tid, limit, offset))
 
     # transcript ------------------------------------------------------------------------------
 
@@ -100,7 +127,11 @@ class SqlEventsMixin:
     async def append_transcript(
         self, thread_id: str, events: Sequence[TranscriptEvent]
     ) -> list[TranscriptEntry]:
-        """Append events atomically with consecutive new `seq` numbers; skip known message ids."""
+        """Append events atomically with consecutive new `seq` numbers; skip known message ids.
+
+        Returns:
+            The entries actually stored (duplicates of stored message ids are left out).
+        """
         tid = validate_thread_id(thread_id)
         prepared = prepare_events(events, utcnow())
         if not prepared:
@@ -117,14 +148,12 @@ class SqlEventsMixin:
         check_page(limit)
         if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
             raise ValueError(f"after_seq must be a non-negative integer, got {after_seq!r}")
-        d = self._dialect
-        query = d.sql(
+        query = (
             f"SELECT {TRANSCRIPT_COLUMNS} FROM {{p}}transcript_events "
             "WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?"
         )
-        async with d.read("list_transcript", tid) as s:
-            rows = await s.fetchall(query, (tid, after_seq, limit))
-        return [transcript_from_row(r, d.from_time, loads_object) for r in rows]
+        params = (tid, after_seq, limit)
+        return await self._fetch_all(TranscriptEntry, "list_transcript", tid, query, params)
 
     # receipts --------------------------------------------------------------------------------
 
@@ -169,19 +198,12 @@ class SqlEventsMixin:
                 if prepared:
                     await self._append(s, tid, prepared)
         assert row is not None  # INSERT ... RETURNING always yields the row
-        return receipt_from_row(row, d.from_time, loads_object)
+        return from_row(ReceiptRecord, row, d.from_time)
 
     async def list_receipts(
         self, thread_id: str, *, limit: int = 100, offset: int = 0
     ) -> list[ReceiptRecord]:
         """The thread's receipts, oldest first."""
-        tid = validate_thread_id(thread_id)
-        check_page(limit, offset)
-        d = self._dialect
-        query = d.sql(
-            f"SELECT {RECEIPT_COLUMNS} FROM {{p}}receipts WHERE thread_id = ? "
-            "ORDER BY receipt_id LIMIT ? OFFSET ?"
+        return await self._thread_page(
+            ReceiptRecord, "receipts", "receipt_id", thread_id, limit, offset
         )
-        async with d.read("list_receipts", tid) as s:
-            rows = await s.fetchall(query, (tid, limit, offset))
-        return [receipt_from_row(r, d.from_time, loads_object) for r in rows]
