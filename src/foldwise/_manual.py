@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
@@ -52,6 +52,14 @@ def _values(snapshot: Any, thread_id: str) -> dict[str, Any]:
     return dict(snapshot.values or {})
 
 
+class ManualOptions(TypedDict, total=False):
+    """Keyword options of `compact_thread` / `acompact_thread` (see `_outcome_steps`)."""
+
+    force: bool
+    keep: ContextSize | dict[str, Any] | None
+    model_name: str | None
+
+
 def _outcome_steps(
     agent: Any,
     thread_config: RunnableConfig,
@@ -97,12 +105,7 @@ def _sync_guard() -> None:
 
 
 def _receipt_steps(
-    agent: Any,
-    thread_config: RunnableConfig,
-    *,
-    force: bool = True,
-    keep: ContextSize | dict[str, Any] | None = None,
-    model_name: str | None = None,
+    agent: Any, thread_config: RunnableConfig, **options: Unpack[ManualOptions]
 ) -> Steps[CompactionReceipt | None]:
     """Compact a checkpointed thread now, with the same planner as the automatic path.
 
@@ -114,9 +117,7 @@ def _receipt_steps(
         CompactionDisabledError: Summarization is disabled for this agent.
         ThreadNotFoundError: The thread has no checkpoint.
     """
-    outcome = yield from _outcome_steps(
-        agent, thread_config, force=force, keep=keep, model_name=model_name
-    )
+    outcome = yield from _outcome_steps(agent, thread_config, **options)
     return outcome.receipt
 
 

@@ -118,10 +118,8 @@ class LeaseLostError(FoldwiseRuntimeError):
 
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
-        super().__init__(
-            f"thread {thread_id!r}: the lease on the thread was lost (another worker took it "
-            "over); the operation was stopped"
-        )
+        lost = "the lease on the thread was lost (another worker took it over)"
+        super().__init__(f"thread {thread_id!r}: {lost}; the operation was stopped")
 
 
 class GatewayClosingError(FoldwiseRuntimeError):

@@ -12,27 +12,32 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from typing import Any, cast
 
+from langchain.agents import AgentState
+from langchain.agents.middleware import ExtendedModelResponse, ModelRequest, ModelResponse
 from langchain_core.exceptions import ContextOverflowError
-from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langgraph.types import Command
 
+from foldwise.compaction import CompactionOutcome
 from foldwise.durable import AUTHORITY_CONTRACT, is_durable_data_message
 from foldwise.messages import message_text
 from foldwise.tokens import TokenCounter
 
 __all__ = [
-    "OVERFLOW_SHRINK",
     "clip_largest",
+    "compacted_request",
     "is_context_overflow",
+    "measure",
     "overflow_numbers",
     "split_head",
     "strip_contract",
+    "with_commit",
 ]
 
 logger = logging.getLogger(__name__)
 
-OVERFLOW_SHRINK = 2.0
-"""Assumed under-count when a provider refuses a request without saying by how much."""
 
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
@@ -171,3 +176,52 @@ def clip_largest(
 def head_tokens(messages: Sequence[BaseMessage], lead: int, counter: TokenCounter) -> int:
     """Tokens of the first `lead` messages."""
     return sum(counter.count_message(m) for m in messages[:lead])
+
+
+def measure(request: ModelRequest[Any], counter: TokenCounter) -> tuple[int, int, int]:
+    """Tokens of the fixed part and of the conversation, and where the conversation starts.
+
+    The fixed part (system prompt, tool schemas, contract and data block) sits at the head of
+    the request: only the first few positions are looked at.
+    """
+    messages = request.messages
+    lead = split_head(messages)
+    static = counter.count_tools(request.tools) + head_tokens(messages, lead, counter)
+    if request.system_message is not None:
+        static += counter.count_message(request.system_message)
+    conversation = counter.count_messages(messages[lead:] if lead else messages, anchor=False)
+    return static, conversation, lead
+
+
+def compacted_request(request: ModelRequest[Any], outcome: CompactionOutcome) -> ModelRequest[Any]:
+    """`request` rebuilt on a compaction's state, without its old contract and data block."""
+    state: dict[str, Any] = {
+        **request.state,
+        "summary_text": outcome.summary_text,
+        "messages": list(outcome.preserved),
+    }
+    if outcome.offload_refs:
+        state["offloads"] = [*(state.get("offloads") or []), *outcome.offload_refs]
+    lead = split_head(request.messages)
+    keep_head = [
+        m
+        for m in request.messages[:lead]
+        if isinstance(m, SystemMessage) and m.text != AUTHORITY_CONTRACT
+    ]
+    return request.override(
+        messages=[*keep_head, *cast(list[AnyMessage], list(outcome.preserved))],
+        system_message=strip_contract(request.system_message),
+        state=cast(AgentState[Any], state),
+    )
+
+
+def with_commit(
+    response: ModelResponse[Any] | AIMessage, outcome: CompactionOutcome
+) -> ExtendedModelResponse[Any]:
+    """The response plus the compaction's state write, for a compaction made mid-call."""
+    update = outcome.state_update() or {}
+    result = response if isinstance(response, ModelResponse) else ModelResponse(result=[response])
+    # The compaction write re-adds the response after the preserved messages, because the
+    # remove-all in it would otherwise drop the model's own answer of this step.
+    update["messages"] = [*update.get("messages", []), *result.result]
+    return ExtendedModelResponse(model_response=result, command=Command(update=update))

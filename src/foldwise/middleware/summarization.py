@@ -8,7 +8,6 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
-from langchain.agents import AgentState
 from langchain.agents.middleware import (
     AgentMiddleware,
     ExtendedModelResponse,
@@ -17,14 +16,13 @@ from langchain.agents.middleware import (
 )
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 
 from foldwise._lru import LRUDict
-from foldwise._steps import Io, Steps, run_async, run_sync
-from foldwise._thread_id import NO_THREAD, resolve_thread_id
+from foldwise._steps import Io, Steps, async_method, run_async, run_sync, sync_method
+from foldwise._thread_id import resolve_thread_id
 from foldwise.compaction import (
     CompactionOutcome,
     CompactionPolicy,
@@ -34,24 +32,12 @@ from foldwise.compaction import (
     SummarizationEvent,
 )
 from foldwise.config import FoldwiseConfig
-from foldwise.durable import (
-    AUTHORITY_CONTRACT,
-    inject_durable_context,
-    is_durable_data_message,
-    render_sections,
-    summary_for_context,
-)
+from foldwise.durable import is_durable_data_message, summary_for_context
 from foldwise.errors import CompactionDisabledError
 from foldwise.messages import ensure_message_ids
-from foldwise.middleware._request_fit import (
-    OVERFLOW_SHRINK,
-    clip_largest,
-    head_tokens,
-    is_context_overflow,
-    overflow_numbers,
-    split_head,
-    strip_contract,
-)
+from foldwise.middleware import _request_fit as fit
+from foldwise.middleware._calibration import Calibration
+from foldwise.middleware._request_fit import is_context_overflow
 from foldwise.middleware.durable_context import DurableContextMiddleware
 from foldwise.middleware.tool_output_offload import ToolOutputOffloadMiddleware
 from foldwise.models import ModelRegistry
@@ -65,8 +51,6 @@ logger = logging.getLogger(__name__)
 RUN_MODEL_ALIAS = "run-model"
 """Candidate name of a run model passed as an instance rather than by configured name."""
 
-_CALIBRATE_ABOVE = 1.25
-"""Provider usage above this multiple of the estimate recalibrates the thread's budget."""
 _MAX_OVERFLOW_RETRIES = 2
 
 
@@ -138,6 +122,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         super().__init__()
         self.offload = offload
         self.durable = durable
+        self._projector: DurableContextMiddleware | None = durable
         self.config = config or FoldwiseConfig()
         settings = self.config.summarization
         self.enabled = settings.enabled
@@ -175,8 +160,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         self._initial_static = static_tokens
         self._static: LRUDict[str, int] = LRUDict()
         self._run_counts: LRUDict[str, int] = LRUDict()
-        self._scale: LRUDict[str, float] = LRUDict()
-        self._measured: set[str] = set()  # threads whose scale came from provider numbers
+        self.calibration = Calibration(self.policy)
         self._lock = threading.Lock()
 
     @classmethod
@@ -188,51 +172,17 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
 
     # -- per-thread calibration -------------------------------------------------------------
 
-    def _policy_for(self, key: str, window: int | None = None) -> CompactionPolicy:
-        """The policy in estimate units: the window shrunk by the provider's measured scale."""
-        scale = self._scale.get(key, 1.0)
-        window = window or self.policy.context_window
-        if window is None or (scale <= 1.0 and window == self.policy.context_window):
-            return self.policy
-        return dataclasses.replace(
-            self.policy,
-            context_window=max(1, int(window / scale)),
-            reserved_output_tokens=int(self.policy.reserved_output_tokens / scale),
-        )
-
     def _planning_policy(
         self, key: str, messages: Sequence[BaseMessage], static: int, summary: str | None
     ) -> CompactionPolicy:
         """The window as is when the count is anchored on provider usage, else calibrated."""
-        if self._scale.get(key, 1.0) <= 1.0:
+        if self.calibration.scale(key) <= 1.0:
             return self.policy
         rendered = summary_for_context(summary) if summary else ""
         count = self.counter.count_request(
             messages, static_tokens=static + self.counter.count_text(rendered)
         )
-        return self.policy if count.anchored else self._policy_for(key)
-
-    def _calibrate(self, key: str, measured: int, estimated: int) -> None:
-        """Remember how much more the provider counts than the estimate, when clearly more."""
-        if estimated <= 0 or measured <= 0:
-            return
-        ratio = measured / estimated
-        with self._lock:
-            if ratio > _CALIBRATE_ABOVE or key in self._scale:
-                self._scale[key] = max(1.0, ratio)
-                self._measured.add(key)
-
-    def _forget_guesses(self, key: str) -> None:
-        """At a run start: drop a scale that was only guessed (a refusal without numbers).
-
-        A scale measured from the provider's numbers stays with its thread; a guess, and
-        anything learned by runs without a thread (they share one key), does not outlive
-        the run that made it.
-        """
-        with self._lock:
-            if key not in self._measured or key == NO_THREAD:
-                self._scale.pop(key, None)
-                self._measured.discard(key)
+        return self.policy if count.anchored else self.calibration.policy_for(key)
 
     # -- compaction (before each model call) -------------------------------------------------
 
@@ -289,7 +239,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         key = resolve_thread_id(runtime)
         with self._lock:
             self._run_counts[key] = 0
-        self._forget_guesses(key)
+        self.calibration.new_run(key)
         if self.durable is not None:
             self.durable.new_run(key)
         if self.offload is not None:
@@ -302,9 +252,14 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         """Async twin of `before_agent` (no I/O)."""
         return self.before_agent(state, runtime)
 
-    def _before_model_steps(
+    def before_model_steps(
         self, state: FoldwiseState, runtime: Runtime[Any]
     ) -> Steps[dict[str, Any] | None]:
+        """Compact when a trigger fires or the next request would not fit.
+
+        The offload middleware's pasted-input check runs first, so oversized user input is
+        planned at its preview size. `before_model` / `abefore_model` run these steps.
+        """
         pre = None
         if self.offload is not None:
             pre = yield from self.offload.before_model_steps(state, runtime)
@@ -315,15 +270,8 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         outcome = yield from self.compactor.compact_steps(messages, summary, **options)
         return self._commit(key, outcome, pre)
 
-    def before_model(self, state: FoldwiseState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Compact when a trigger fires or the next request would not fit."""
-        return run_sync(self._before_model_steps(state, runtime))
-
-    async def abefore_model(
-        self, state: FoldwiseState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async twin of `before_model`."""
-        return await run_async(self._before_model_steps(state, runtime))
+    before_model = sync_method(before_model_steps)  # type: ignore[arg-type]
+    abefore_model = async_method(before_model_steps)  # type: ignore[arg-type]
 
     # -- manual compaction ------------------------------------------------------------------
 
@@ -347,7 +295,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
                 messages,
                 state.get("summary_text"),
                 force=force,
-                policy=policy or self._policy_for(key),
+                policy=policy or self.calibration.policy_for(key),
                 static_tokens=self._static.get(key, self._initial_static),
                 thread_id=thread_id,
                 model_name=model_name,
@@ -372,34 +320,14 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
     # -- the request itself (every model call) ----------------------------------------------
 
     def _project(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        """Render the durable channels into a request that has no data block yet."""
-        if self.durable is not None:
-            return self.durable.project(request)
-        # Used without DurableContextMiddleware: render the built-in channels ourselves so the
-        # summary never silently disappears.
-        sections = render_sections(request.state)
-        if not sections:
-            return request
-        projected, system = inject_durable_context(
-            request.messages, sections, system_message=request.system_message
-        )
-        return request.override(messages=cast(list[AnyMessage], projected), system_message=system)
+        """Render the durable channels into a request that has no data block yet.
 
-    def _measure(self, request: ModelRequest[Any]) -> tuple[int, int, int]:
-        """Tokens of the fixed part and of the conversation, and where the conversation starts.
-
-        The fixed part (system prompt, tool schemas, contract and data block) sits at the head
-        of the request: only the first few positions are looked at.
+        Used without a `DurableContextMiddleware`, the built-in channels are rendered by a
+        private one, so the summary never silently disappears.
         """
-        messages = request.messages
-        lead = split_head(messages)
-        static = self.counter.count_tools(request.tools) + head_tokens(messages, lead, self.counter)
-        if request.system_message is not None:
-            static += self.counter.count_message(request.system_message)
-        conversation = self.counter.count_messages(
-            messages[lead:] if lead else messages, anchor=False
-        )
-        return static, conversation, lead
+        if self._projector is None:
+            self._projector = self.durable or DurableContextMiddleware()
+        return self._projector.project(request)
 
     def _measure_and_fit(
         self, request: ModelRequest[Any], policy: CompactionPolicy | None = None
@@ -409,18 +337,18 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         Returns the request to send and its estimated total.
         """
         if self.durable is None and not any(
-            is_durable_data_message(m) for m in request.messages[: split_head(request.messages)]
+            is_durable_data_message(m) for m in request.messages[: fit.split_head(request.messages)]
         ):
             request = self._project(request)
         key = resolve_thread_id(request.runtime)
-        static, conversation, lead = self._measure(request)
+        static, conversation, lead = fit.measure(request, self.counter)
         summary = _summary_of(request.state)
         rendered = summary_for_context(summary) if summary else ""
         planner_static = static - (self.counter.count_text(rendered) if rendered else 0)
         with self._lock:
             self._static[key] = max(0, planner_static)
         total = static + conversation
-        budget = (policy or self._policy_for(key)).budget_limit
+        budget = (policy or self.calibration.policy_for(key)).budget_limit
         if budget is None:
             return request, total
         over = total - budget
@@ -429,7 +357,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         if over <= 0:
             return request, total
         messages = list(request.messages)
-        body, left = clip_largest(messages[lead:], over, self.counter)
+        body, left = fit.clip_largest(messages[lead:], over, self.counter)
         if left > 0:
             logger.warning(
                 "request still %d tokens over the budget after clipping (thread %s)", left, key
@@ -457,41 +385,16 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         """The request again from the compacted state, its durable block rendered afresh."""
         if outcome is None or outcome.summary_text is None:
             return request
-        state: dict[str, Any] = {
-            **request.state,
-            "summary_text": outcome.summary_text,
-            "messages": list(outcome.preserved),
-        }
-        if outcome.offload_refs:
-            state["offloads"] = [*(state.get("offloads") or []), *outcome.offload_refs]
-        lead = split_head(request.messages)
-        keep_head = [
-            m
-            for m in request.messages[:lead]
-            if isinstance(m, SystemMessage) and m.text != AUTHORITY_CONTRACT
-        ]
-        base = request.override(
-            messages=[*keep_head, *cast(list[AnyMessage], list(outcome.preserved))],
-            system_message=strip_contract(request.system_message),
-            state=cast(AgentState[Any], state),
-        )
-        return self._project(base)
+        return self._project(fit.compacted_request(request, outcome))
 
     def _overflow_policy(
         self, request: ModelRequest[Any], error: BaseException, estimated: int
     ) -> CompactionPolicy:
         """Recalibrate the thread from the provider's refusal and return the shrunk policy."""
         key = resolve_thread_id(request.runtime)
-        limit, counted = overflow_numbers(error)
-        current = self._scale.get(key, 1.0)
-        if counted is not None and estimated > 0:
-            scale = max(current * 1.1, counted / estimated)
-        else:
-            scale = current * OVERFLOW_SHRINK
-        with self._lock:
-            self._scale[key] = scale
-            if counted is not None:
-                self._measured.add(key)
+        limit, counted = fit.overflow_numbers(error)
+        current = self.calibration.scale(key)
+        scale = self.calibration.refusal(key, counted, estimated)
         logger.warning(
             "context overflow (thread %s): provider window %s, request %s tokens, estimate %d; "
             "planning with %.2fx the estimate from now on",
@@ -502,7 +405,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             scale,
         )
         window = limit or self.policy.context_window or int(estimated * current)
-        return self._policy_for(key, window)
+        return self.calibration.policy_for(key, window)
 
     def _overflow_compaction_steps(
         self, request: ModelRequest[Any], policy: CompactionPolicy
@@ -553,7 +456,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             if outcome is None:
                 return cast(ModelResponse[Any] | AIMessage, response)
             self.compactor.publish(outcome)
-            return self._with_commit(response, outcome)
+            return fit.with_commit(response, outcome)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _after_response(self, sent: ModelRequest[Any], response: Any, estimated: int) -> Any:
@@ -563,7 +466,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         exact figure only while the messages before the answer are still these.
         """
         key = resolve_thread_id(sent.runtime)
-        lead = split_head(sent.messages)
+        lead = fit.split_head(sent.messages)
         static = self._static.get(key, 0) + self.counter.count_text(
             summary_for_context(_summary_of(sent.state) or "")
         )
@@ -573,25 +476,12 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         for message in results:
             usage = getattr(message, "usage_metadata", None)
             if isinstance(message, AIMessage) and usage and usage.get("input_tokens"):
-                self._calibrate(key, int(usage["input_tokens"]), estimated)
+                self.calibration.usage(key, int(usage["input_tokens"]), estimated)
                 message = self.counter.stamp_usage(message, conversation, static_tokens=static)
             stamped.append(message)
         if isinstance(response, ModelResponse):
             return dataclasses.replace(response, result=stamped)
         return stamped[0]
-
-    @staticmethod
-    def _with_commit(
-        response: ModelResponse[Any] | AIMessage, outcome: CompactionOutcome
-    ) -> ExtendedModelResponse[Any]:
-        update = outcome.state_update() or {}
-        result = (
-            response if isinstance(response, ModelResponse) else ModelResponse(result=[response])
-        )
-        # The compaction write re-adds the response after the preserved messages, because the
-        # remove-all in it would otherwise drop the model's own answer of this step.
-        update["messages"] = [*update.get("messages", []), *result.result]
-        return ExtendedModelResponse(model_response=result, command=Command(update=update))
 
     def wrap_model_call(
         self,
