@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 
 from foldwise._lru import LRUDict
 from foldwise._steps import Io, Steps, async_method, run_async, run_sync, sync_method
-from foldwise._thread_id import resolve_thread_id
+from foldwise._thread_id import NO_THREAD, resolve_thread_id
 from foldwise.compaction import (
     CompactionOutcome,
     CompactionPolicy,
@@ -289,7 +289,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             raise CompactionDisabledError("compaction is disabled (summarization.enabled: false)")
         messages = list(state.get("messages") or [])
         ensure_message_ids(messages)
-        key = thread_id or ""
+        key = thread_id or NO_THREAD
         return (
             yield from self.compactor.compact_steps(
                 messages,
