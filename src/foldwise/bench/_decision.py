@@ -5,7 +5,9 @@ What a user pays on every model call is every hook the middleware stack runs aro
 at once) and `after_model`. Both stacks are timed that way, on the same growing history, in
 the same process; neither compacts (triggers are out of reach), so this is the steady-state
 overhead of deciding. The LangChain peer is `SummarizationMiddleware`, whose only per-call
-hook is `before_model`.
+hook is `before_model`. Then each stack is timed alone on histories of fixed sizes (1,000 and
+10,000 messages, each growing by one exchange per call) to show how the cost grows with the
+conversation.
 """
 
 from __future__ import annotations
@@ -200,29 +202,24 @@ def _thread_runtime(thread_id: str) -> Any:
     return Runtime(context=None, execution_info=info)
 
 
-def _medians_at(
-    stacks: dict[str, Callable[..., None]], sizes: Sequence[int], repeats: int = 61
-) -> dict[str, dict[int, float]]:
-    """Median per-call cost of each stack at each history size, the calls interleaved.
+def _median_at(call: Callable[..., None], size: int, repeats: int = 101) -> float:
+    """Median per-call cost of one stack on a history of `size` messages.
 
-    Every repeat appends one exchange to each size's history and times each stack on it, so
-    a noisy neighbour slows all sizes and stacks alike instead of skewing one of them. The
-    first call at a size (a cold count of the whole history) is left out.
+    The history grows by one exchange per call; the first call (a cold count of the whole
+    history) is left out. Each stack runs alone, so neither pays for the other's garbage.
     """
-    # One thread per size (its own ids and runtime), as two conversations would be.
-    histories = {size: _history(size, f"s{size}-") for size in sizes}
-    runtimes = {size: _thread_runtime(f"bench-{size}") for size in sizes}
-    times: dict[str, dict[int, list[float]]] = {n: {s: [] for s in sizes} for n in stacks}
+    tag = f"s{size}-"  # its own ids and thread, as another conversation would have
+    history = _history(size, tag)
+    runtime = _thread_runtime(f"bench-{size}")
+    times: list[float] = []
     for i in range(repeats + 1):
-        for size in sizes:
-            histories[size] = [*histories[size], *_pair(size + i, f"s{size}-")]
-            state = {"messages": histories[size]}
-            for name, call in stacks.items():
-                t0 = time.perf_counter()
-                call(state, runtimes[size])
-                if i:
-                    times[name][size].append((time.perf_counter() - t0) * 1000)
-    return {n: {s: statistics.median(v) for s, v in by.items()} for n, by in times.items()}
+        history = [*history, *_pair(size + i, tag)]
+        state = {"messages": history}
+        t0 = time.perf_counter()
+        call(state, runtime)
+        if i:
+            times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
 
 
 def run_decision_benchmark(
@@ -251,10 +248,9 @@ def run_decision_benchmark(
         t2 = time.perf_counter()
         result.foldwise_ms.append((t1 - t0) * 1000)
         result.langchain_ms.append((t2 - t1) * 1000)
-    if sizes:
-        # Fresh stacks: the growing run above must not warm or cool the fixed-size histories.
+    for size in sizes:
+        # Fresh stacks per size: no history warms or cools another's caches.
         ours, theirs = _stacks()
-        medians = _medians_at({"foldwise": ours, "langchain": theirs}, sizes)
-        result.foldwise_at = medians["foldwise"]
-        result.langchain_at = medians["langchain"]
+        result.foldwise_at[size] = _median_at(ours, size)
+        result.langchain_at[size] = _median_at(theirs, size, repeats=31)
     return result
