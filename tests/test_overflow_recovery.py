@@ -232,14 +232,29 @@ def _pinned_agent(merge_contract: bool) -> tuple[Any, ScriptedChatModel]:
 
 
 @pytest.mark.parametrize("merge_contract", [False, True])
-def test_the_overflow_retry_keeps_custom_channels_and_one_contract(merge_contract: bool) -> None:
+@pytest.mark.parametrize("use_async", [False, True])
+def test_the_overflow_retry_keeps_custom_channels_and_one_contract(
+    merge_contract: bool, use_async: bool
+) -> None:
     agent, model = _pinned_agent(merge_contract)
     big = "word " * 400
-    agent.invoke({"messages": [HumanMessage("PIN: never touch the billing table")]}, THREAD)
-    for i in range(3):
-        agent.invoke({"messages": [HumanMessage(f"{i} {big}")]}, THREAD)
-    model.context_window = 900
-    agent.invoke({"messages": [HumanMessage("final question")]}, THREAD)
+    inputs = [
+        "PIN: never touch the billing table",
+        *(f"{i} {big}" for i in range(3)),
+        "final question",
+    ]
+
+    async def arun() -> None:
+        for i, text in enumerate(inputs):
+            model.context_window = 900 if i == len(inputs) - 1 else None
+            await agent.ainvoke({"messages": [HumanMessage(text)]}, THREAD)
+
+    if use_async:
+        asyncio.run(arun(), debug=True)
+    else:
+        for i, text in enumerate(inputs):
+            model.context_window = 900 if i == len(inputs) - 1 else None
+            agent.invoke({"messages": [HumanMessage(text)]}, THREAD)
     state = agent.get_state(THREAD).values
     assert state["compactions"][-1]["trigger"] == "overflow"
     retry = model.requests[-1].messages
