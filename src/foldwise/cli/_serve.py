@@ -6,6 +6,7 @@ Registered on the root app by `_app.py`.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import signal
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from foldwise.cli._levels import LogLevel
-from foldwise.cli._output import fail, fail_on_errors
+from foldwise.cli._output import fail, fail_on_errors, warn
 from foldwise.config import CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH, FoldwiseConfig, load_config
 from foldwise.errors import FoldwiseError
 
@@ -73,6 +74,25 @@ def _options(
         "timeout_graceful_shutdown": 15,
         "server_header": False,
     }
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def _warn_if_open(config: FoldwiseConfig, host: str) -> None:
+    """Warn when the gateway listens beyond this machine with nobody required to log in."""
+    if not config.gateway.auth.enabled and not _is_loopback(host):
+        warn(
+            f"the gateway is bound to {host}, not loopback, without gateway.auth: anyone who "
+            "can reach it can read and drive every thread. Configure gateway.auth.api_keys "
+            "(or an authenticator), or bind 127.0.0.1."
+        )
 
 
 def _run_workers(
@@ -161,9 +181,13 @@ def serve(
 
     with fail_on_errors():
         config = load_config(config_path)
+        if host is not None:  # the bound host is one of the default allowed Host names
+            gateway = config.gateway.model_copy(update={"host": host})
+            config = config.model_copy(update={"gateway": gateway})
         create_agent(config)  # a model or tool that cannot be built: one line, exit 2
         application = create_app(config)
     options = _options(config, host, port, log_level.value)
+    _warn_if_open(config, options["host"])
     if workers > 1:
         _run_workers(config, config_path, workers, options)
     else:

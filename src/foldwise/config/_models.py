@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from typing import Any, Literal, get_args
 
@@ -10,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -20,8 +22,10 @@ from foldwise.config._checks import check_budget, check_keep_below_trigger, chec
 __all__ = [
     "BUILTIN_EXTRACTIVE",
     "DEFAULT_KEEP",
+    "ApiKeyConfig",
     "ContextSize",
     "FoldwiseConfig",
+    "GatewayAuthConfig",
     "GatewayConfig",
     "MemoryConfig",
     "ModelConfig",
@@ -312,6 +316,54 @@ class StorageConfig(_Strict):
         return "postgresql" if scheme == "postgres" else scheme
 
 
+class ApiKeyConfig(_Strict):
+    """One API key of the gateway and the identity it authenticates as."""
+
+    key: SecretStr
+    """The secret, sent as `x-api-key` or `Authorization: Bearer`; write `$ENV_VAR` here."""
+    user: str = Field(min_length=1, max_length=256)
+    """The identity the key authenticates as: it owns the threads created with the key."""
+
+    @field_validator("key")
+    @classmethod
+    def _not_empty(cls, key: SecretStr) -> SecretStr:
+        if not key.get_secret_value().strip():
+            raise ValueError("must not be empty (an unset $VAR is an error, not an open door)")
+        return key
+
+
+class GatewayAuthConfig(_Strict):
+    """Who may call the gateway; without keys or an authenticator everyone is one local user."""
+
+    api_keys: list[ApiKeyConfig] = Field(default_factory=list)
+    """Keys mapped to identities; each identity sees only its own threads."""
+    authenticator: str | None = None
+    """`pkg.module:callable` taking the request, returning an identity or `None` (JWT/OIDC)."""
+
+    @field_validator("api_keys")
+    @classmethod
+    def _unique_keys(cls, keys: list[ApiKeyConfig]) -> list[ApiKeyConfig]:
+        seen: set[str] = set()
+        for i, entry in enumerate(keys):
+            if entry.key.get_secret_value() in seen:
+                # The message names the position, never the secret.
+                raise ValueError(f"entry {i} repeats an earlier key (each key maps to one user)")
+            seen.add(entry.key.get_secret_value())
+        return keys
+
+    @field_validator("authenticator")
+    @classmethod
+    def _import_path(cls, path: str | None) -> str | None:
+        if path is not None and not re.fullmatch(r"[\w.]+:[\w.]+", path):
+            raise ValueError(f"expected 'package.module:callable', got {path!r}")
+        return path
+
+    @property
+    def enabled(self) -> bool:
+        """Whether requests must authenticate (keys or an authenticator are configured)."""
+        return bool(self.api_keys) or self.authenticator is not None
+
+
 class GatewayConfig(_Strict):
     """The HTTP gateway."""
 
@@ -321,6 +373,12 @@ class GatewayConfig(_Strict):
     """TCP port."""
     max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     """Requests with a larger body get 413 before parsing."""
+    cors_origins: list[str] = Field(default_factory=list)
+    """Browser origins allowed by CORS, e.g. `http://localhost:3000`; empty: CORS off."""
+    allowed_hosts: list[str] | None = None
+    """Accepted `Host` names (`*.example.com`, `*` for any); default: loopback and the bind host."""
+    auth: GatewayAuthConfig = GatewayAuthConfig()
+    """API keys or an authenticator; without them, one local identity (bind loopback only)."""
 
 
 class MemoryConfig(_Strict):

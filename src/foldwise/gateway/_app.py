@@ -18,9 +18,11 @@ from fastapi import FastAPI
 from foldwise.config import FoldwiseConfig, load_config
 from foldwise.gateway import _audit_log, _compact, _context, _health, _runs, _threads
 from foldwise.gateway._agents import AgentFactory, AgentRegistry
+from foldwise.gateway._auth import Authenticator, AuthMiddleware
 from foldwise.gateway._checkpointer import open_checkpointer
 from foldwise.gateway._deps import Gateway
 from foldwise.gateway._errors import ErrorGuardMiddleware, install_error_handlers
+from foldwise.gateway._http import HostMiddleware, JsonBodyMiddleware, add_cors
 from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
 from foldwise.gateway._limits import BodyLimitMiddleware
 from foldwise.gateway._manager import RunManager
@@ -102,7 +104,13 @@ def create_app(
     install_error_handlers(app)
     for module in (_health, _threads, _runs, _compact, _audit_log, _context):
         app.include_router(module.router)
+    # Added innermost first. Outside in: error guard, Host check, CORS (so a 401 still carries
+    # its headers and preflights need no key), auth, body limit, JSON whatever the type.
+    app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.gateway.max_body_bytes)
+    app.add_middleware(AuthMiddleware, authenticator=Authenticator(config.gateway.auth))
+    add_cors(app, config.gateway.cors_origins)
+    app.add_middleware(HostMiddleware, config=config.gateway)
     app.add_middleware(ErrorGuardMiddleware)  # outermost of ours: wraps the body limit too
     return app
 

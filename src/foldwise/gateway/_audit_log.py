@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from foldwise.gateway._deps import GatewayDep, ThreadIdDep, require_thread
+from foldwise.gateway._deps import GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._messages import message_from_record
 from foldwise.gateway._schemas import AfterSeqQuery, PageQuery
 from foldwise.gateway._serde import JSONResponse
@@ -45,6 +45,7 @@ def _entry_json(entry: TranscriptEntry) -> dict[str, Any]:
 async def get_transcript(
     gateway: GatewayDep,
     thread_id: ThreadIdDep,
+    identity: IdentityDep,
     after_seq: AfterSeqQuery = 0,
     limit: PageQuery = 100,
 ) -> Response:
@@ -54,7 +55,7 @@ async def get_transcript(
     (`message` or `compaction`), `run_id`, `message_id`, `created_at` and `message` (a message
     in the same shape as in the thread state, or the compaction's summary).
     """
-    await require_thread(gateway, thread_id)
+    await require_thread(gateway, thread_id, identity)
     storage = gateway.storage
     entries = await storage.list_transcript(thread_id, after_seq=after_seq, limit=limit)
     has_more = bool(entries) and bool(

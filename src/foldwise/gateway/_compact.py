@@ -17,7 +17,7 @@ from fastapi import APIRouter, Response
 from foldwise._manual import acompact_thread_outcome
 from foldwise.compaction import CompactionOutcome
 from foldwise.errors import CompactionDisabledError, ThreadBusyError, ThreadNotFoundError
-from foldwise.gateway._deps import GatewayDep, ThreadIdDep, require_thread
+from foldwise.gateway._deps import GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._schemas import CompactRequest, OffsetQuery, PageQuery
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway.storage import RunStatus
@@ -68,7 +68,10 @@ def _response(
 
 @router.post("/threads/{thread_id}/compact")
 async def compact_thread(
-    gateway: GatewayDep, thread_id: ThreadIdDep, body: CompactRequest | None = None
+    gateway: GatewayDep,
+    thread_id: ThreadIdDep,
+    identity: IdentityDep,
+    body: CompactRequest | None = None,
 ) -> Response:
     """Compact the thread now.
 
@@ -78,7 +81,7 @@ async def compact_thread(
     502 every summarizer candidate failed (the thread is unchanged).
     """
     body = body or CompactRequest()
-    record = await require_thread(gateway, thread_id)
+    record = await require_thread(gateway, thread_id, identity)
     hosted = gateway.agent_for(record, assistant_id=body.assistant_id, model_name=body.model_name)
     middleware = hosted.summarization
     if middleware is None or not middleware.enabled:
@@ -153,11 +156,12 @@ async def compact_thread(
 async def list_compactions(
     gateway: GatewayDep,
     thread_id: ThreadIdDep,
+    identity: IdentityDep,
     limit: PageQuery = 100,
     offset: OffsetQuery = 0,
 ) -> Response:
     """The thread's compaction receipts, oldest first (automatic and manual)."""
-    await require_thread(gateway, thread_id)
+    await require_thread(gateway, thread_id, identity)
     records = await gateway.storage.list_receipts(thread_id, limit=limit, offset=offset)
     return JSONResponse(
         [

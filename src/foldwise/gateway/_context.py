@@ -24,7 +24,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from foldwise.compaction import CompactionPolicy, decide_compaction
 from foldwise.durable import inject_durable_context, render_sections
 from foldwise.gateway._agents import HostedAgent
-from foldwise.gateway._deps import GatewayDep, ThreadIdDep, require_thread
+from foldwise.gateway._deps import GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._serde import JSONResponse
 from foldwise.tokens import get_counter
 
@@ -130,11 +130,12 @@ def _policy_report(policy: CompactionPolicy, total: int) -> dict[str, Any]:
 async def get_context(
     gateway: GatewayDep,
     thread_id: ThreadIdDep,
+    identity: IdentityDep,
     model_name: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     assistant_id: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
 ) -> Response:
     """Token usage of the thread's next request, split by part, with window and thresholds."""
-    record = await require_thread(gateway, thread_id)
+    record = await require_thread(gateway, thread_id, identity)
     hosted = gateway.agent_for(record, assistant_id=assistant_id, model_name=model_name)
     snapshot = await hosted.graph.aget_state({"configurable": {"thread_id": thread_id}})
     report = await asyncio.to_thread(context_report, hosted, snapshot.values or {})

@@ -11,6 +11,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from foldwise.config import FoldwiseConfig
 from foldwise.errors import ThreadNotFoundError
 from foldwise.gateway._agents import DEFAULT_ASSISTANT, AgentRegistry, HostedAgent
+from foldwise.gateway._auth import request_identity
 from foldwise.gateway._leases import ThreadLeases
 from foldwise.gateway._manager import RunManager
 from foldwise.gateway._serde import jsonable
@@ -19,6 +20,7 @@ from foldwise.gateway.storage import GatewayStorage, ThreadRecord, validate_thre
 __all__ = [
     "Gateway",
     "GatewayDep",
+    "IdentityDep",
     "ThreadIdDep",
     "require_thread",
     "state_json",
@@ -65,15 +67,17 @@ def _thread_id(
 
 GatewayDep = Annotated[Gateway, Depends(_gateway)]
 ThreadIdDep = Annotated[str, Depends(_thread_id)]
+IdentityDep = Annotated[str, Depends(request_identity)]
+"""The caller's identity (`LOCAL_IDENTITY` when no auth is configured); it owns threads."""
 
 
-async def require_thread(gateway: Gateway, thread_id: str) -> ThreadRecord:
-    """The thread's record.
+async def require_thread(gateway: Gateway, thread_id: str, identity: str) -> ThreadRecord:
+    """The thread's record, if `identity` owns it.
 
     Raises:
-        ThreadNotFoundError: No such thread (404).
+        ThreadNotFoundError: No such thread, or another identity's (404: existence never leaks).
     """
-    record = await gateway.storage.get_thread(thread_id)
+    record = await gateway.storage.get_thread(thread_id, owner=identity)
     if record is None:
         raise ThreadNotFoundError(thread_id)
     return record

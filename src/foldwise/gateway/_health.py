@@ -1,4 +1,4 @@
-"""`GET /health`: is the gateway up and can it reach its database."""
+"""`GET /health` (is the gateway up, can it reach its database), `GET /ok`, `GET /info`."""
 
 from __future__ import annotations
 
@@ -31,4 +31,30 @@ async def health(gateway: GatewayDep) -> Response:
     except StorageError as error:
         body.update(status="unavailable", detail=str(error))
         return JSONResponse(body, status_code=503)
+    return JSONResponse(body)
+
+
+@router.get("/ok")
+async def ok() -> Response:
+    """200 `{"ok": true}`: the process answers (LangGraph Server's liveness probe; no storage)."""
+    return JSONResponse({"ok": True})
+
+
+@router.get("/info")
+async def info() -> Response:
+    """Server info in LangGraph Server's shape: `version` and feature `flags` (public)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from foldwise import __version__
+
+    try:
+        langgraph_version: str | None = version("langgraph")
+    except PackageNotFoundError:  # pragma: no cover - langgraph is a dependency
+        langgraph_version = None
+    body = {
+        "version": __version__,
+        "langgraph_py_version": langgraph_version,
+        "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "foldwise": {"version": __version__},
+    }
     return JSONResponse(body)

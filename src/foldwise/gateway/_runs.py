@@ -27,7 +27,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 
 from foldwise.errors import ThreadNotFoundError
-from foldwise.gateway._deps import Gateway, GatewayDep, ThreadIdDep, require_thread
+from foldwise.gateway._deps import Gateway, GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._errors import RequestFieldError, RunNotFoundError
 from foldwise.gateway._manager import ActiveRun, RunSpec
 from foldwise.gateway._messages import check_values, parse_input_messages
@@ -43,7 +43,9 @@ SSE_HEARTBEAT_SECONDS = 10.0
 """An SSE comment is sent when a run has been silent this long (keeps proxies from timing out)."""
 
 
-async def _start(gateway: Gateway, thread_id: str, body: RunCreate, *, stream: bool) -> ActiveRun:
+async def _start(
+    gateway: Gateway, thread_id: str, identity: str, body: RunCreate, *, stream: bool
+) -> ActiveRun:
     body.check_supported()
     modes = body.stream_modes()  # validated for /runs/wait too, where it is not used
     if not stream:
@@ -60,12 +62,13 @@ async def _start(gateway: Gateway, thread_id: str, body: RunCreate, *, stream: b
             f"input.{extra[0]}", "only input.messages is accepted; other channels are the agent's"
         )
     messages = parse_input_messages(run_input.get("messages"))
-    record = await gateway.storage.get_thread(thread_id)
+    record = await gateway.storage.get_thread(thread_id, owner=identity)
     if record is None:
         if body.if_not_exists != "create":
             raise ThreadNotFoundError(thread_id)
         with contextlib.suppress(ThreadExistsError):
-            await gateway.storage.create_thread(thread_id, {})
+            await gateway.storage.create_thread(thread_id, {}, owner=identity)
+        await require_thread(gateway, thread_id, identity)  # taken meanwhile, maybe by another
     hosted = gateway.agents.get(body.assistant_id, model_name)
     spec = RunSpec(
         thread_id=thread_id,
@@ -86,12 +89,14 @@ def _location(run: ActiveRun) -> dict[str, str]:
 
 
 @router.post("/threads/{thread_id}/runs/wait")
-async def wait_run(gateway: GatewayDep, thread_id: ThreadIdDep, body: RunCreate) -> Response:
+async def wait_run(
+    gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep, body: RunCreate
+) -> Response:
     """Run the agent on the thread and answer with the final state values.
 
     A failed run answers with the error's status and `{detail}` naming the run.
     """
-    run = await _start(gateway, thread_id, body, stream=False)
+    run = await _start(gateway, thread_id, identity, body, stream=False)
     await run.wait()
     error = run.outcome_error()
     if error is not None:
@@ -127,13 +132,15 @@ async def _events(run: ActiveRun, on_disconnect: str) -> AsyncIterator[bytes]:
 
 
 @router.post("/threads/{thread_id}/runs/stream")
-async def stream_run(gateway: GatewayDep, thread_id: ThreadIdDep, body: RunCreate) -> Response:
+async def stream_run(
+    gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep, body: RunCreate
+) -> Response:
     """Run the agent on the thread and stream its progress as Server-Sent Events.
 
     If the client disconnects the run continues (`on_disconnect: "continue"`, the default) or is
     cancelled (`"cancel"`); either way the thread stays consistent.
     """
-    run = await _start(gateway, thread_id, body, stream=True)
+    run = await _start(gateway, thread_id, identity, body, stream=True)
     headers = {**_location(run), "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return StreamingResponse(
         _events(run, body.on_disconnect or "continue"),
@@ -161,20 +168,23 @@ def _run_json(record: RunRecord) -> dict[str, Any]:
 async def list_runs(
     gateway: GatewayDep,
     thread_id: ThreadIdDep,
+    identity: IdentityDep,
     limit: PageQuery = 10,
     offset: OffsetQuery = 0,
 ) -> Response:
     """The thread's runs and manual compactions, newest first."""
-    await require_thread(gateway, thread_id)
+    await require_thread(gateway, thread_id, identity)
     records = await gateway.storage.list_runs(thread_id, limit=limit, offset=offset)
     return JSONResponse([_run_json(r) for r in records])
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}")
-async def get_run(gateway: GatewayDep, thread_id: ThreadIdDep, run_id: str) -> Response:
+async def get_run(
+    gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep, run_id: str
+) -> Response:
     """One run of the thread."""
     validate_run_id(run_id)
-    await require_thread(gateway, thread_id)
+    await require_thread(gateway, thread_id, identity)
     record = await gateway.storage.get_run(run_id)
     if record is None or record.thread_id != thread_id:
         raise RunNotFoundError(run_id)

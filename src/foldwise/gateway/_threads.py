@@ -11,6 +11,7 @@ from fastapi import APIRouter, Response
 
 from foldwise.gateway._deps import (
     GatewayDep,
+    IdentityDep,
     ThreadIdDep,
     require_thread,
     state_json,
@@ -41,8 +42,8 @@ async def _busy(gateway: GatewayDep, record: ThreadRecord) -> bool:
 
 
 @router.post("/threads")
-async def create_thread(gateway: GatewayDep, body: ThreadCreate) -> Response:
-    """Create a thread (`if_exists`: `raise` → 409, `do_nothing` → the existing thread)."""
+async def create_thread(gateway: GatewayDep, identity: IdentityDep, body: ThreadCreate) -> Response:
+    """Create a thread owned by the caller (`if_exists`: `raise` → 409, `do_nothing` → it)."""
     refuse_if_set(body, "supersteps", "ttl")
     check_values(body.metadata, "metadata")
     if body.thread_id is None:
@@ -53,19 +54,22 @@ async def create_thread(gateway: GatewayDep, body: ThreadCreate) -> Response:
         except ValueError as error:
             raise RequestFieldError("thread_id", str(error)) from None
     try:
-        record = await gateway.storage.create_thread(thread_id, body.metadata or {})
+        record = await gateway.storage.create_thread(thread_id, body.metadata or {}, owner=identity)
     except ThreadExistsError:
-        if body.if_exists != "do_nothing":
-            raise
-        record = await require_thread(gateway, thread_id)
+        mine = await gateway.storage.get_thread(thread_id, owner=identity)
+        if body.if_exists != "do_nothing" or mine is None:
+            raise  # another identity's thread is not handed out: 409 as for any taken id
+        record = mine
         return JSONResponse(thread_json(record, busy=await _busy(gateway, record)))
     return JSONResponse(thread_json(record, busy=False))
 
 
 @router.get("/threads/{thread_id}")
-async def get_thread(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response:
+async def get_thread(
+    gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep
+) -> Response:
     """The thread with its current state values."""
-    record = await require_thread(gateway, thread_id)
+    record = await require_thread(gateway, thread_id, identity)
     snapshot = await gateway.agent_for(record).graph.aget_state(
         {"configurable": {"thread_id": thread_id}}
     )
@@ -74,24 +78,28 @@ async def get_thread(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response:
 
 
 @router.patch("/threads/{thread_id}")
-async def patch_thread(gateway: GatewayDep, thread_id: ThreadIdDep, body: ThreadPatch) -> Response:
+async def patch_thread(
+    gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep, body: ThreadPatch
+) -> Response:
     """Shallow-merge metadata into the thread's."""
     refuse_if_set(body, "ttl")
     check_values(body.metadata, "metadata")
-    await require_thread(gateway, thread_id)
+    await require_thread(gateway, thread_id, identity)
     record = await gateway.storage.update_thread(thread_id, metadata=body.metadata)
     if record is None:
-        record = await require_thread(gateway, thread_id)
+        record = await require_thread(gateway, thread_id, identity)
     return JSONResponse(thread_json(record, busy=await _busy(gateway, record)))
 
 
 @router.delete("/threads/{thread_id}", status_code=204)
-async def delete_thread(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response:
+async def delete_thread(
+    gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep
+) -> Response:
     """Delete the thread: its checkpoints, offloaded artifacts, runs, transcript and receipts.
 
     Refused with 409 while a run or compaction holds the thread.
     """
-    await require_thread(gateway, thread_id)
+    await require_thread(gateway, thread_id, identity)
     async with gateway.runs.exclusive(thread_id, "delete"):
         for store in gateway.agents.artifact_stores():
             removed = await store.adelete_thread(thread_id)
@@ -103,15 +111,17 @@ async def delete_thread(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response
 
 
 @router.post("/threads/search")
-async def search_threads(gateway: GatewayDep, body: ThreadSearch) -> Response:
-    """Threads whose metadata contains `metadata`, newest first (`values` is not included)."""
+async def search_threads(
+    gateway: GatewayDep, identity: IdentityDep, body: ThreadSearch
+) -> Response:
+    """The caller's threads whose metadata contains `metadata`, newest first (no `values`)."""
     refuse_if_set(body, "values", why="filtering on state values is not supported")
     check_values(body.metadata, "metadata")
     if body.status == "interrupted":
         return JSONResponse([])  # human-in-the-loop interrupts do not exist here
     if body.ids is not None:
         ids = [_checked_id(value, f"ids[{i}]") for i, value in enumerate(body.ids)]
-        found = await asyncio.gather(*(gateway.storage.get_thread(i) for i in ids))
+        found = await asyncio.gather(*(gateway.storage.get_thread(i, owner=identity) for i in ids))
         records = [
             r
             for r in found
@@ -126,6 +136,7 @@ async def search_threads(gateway: GatewayDep, body: ThreadSearch) -> Response:
             limit=body.limit,
             offset=body.offset,
             sort_by=body.sort_by or "created_at",
+            owner=identity,
         )
     out: list[dict[str, Any]] = []
     for record in records:
@@ -147,9 +158,9 @@ def _contains(metadata: dict[str, Any], wanted: dict[str, Any]) -> bool:
 
 
 @router.get("/threads/{thread_id}/state")
-async def get_state(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response:
+async def get_state(gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep) -> Response:
     """The latest state of the thread (`values`, `next`, `checkpoint`, `metadata`, ...)."""
-    record = await require_thread(gateway, thread_id)
+    record = await require_thread(gateway, thread_id, identity)
     graph = gateway.agent_for(record).graph
     snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     return JSONResponse(state_json(snapshot))
@@ -157,7 +168,10 @@ async def get_state(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response:
 
 @router.post("/threads/{thread_id}/history")
 async def get_history(
-    gateway: GatewayDep, thread_id: ThreadIdDep, body: HistoryRequest | None = None
+    gateway: GatewayDep,
+    thread_id: ThreadIdDep,
+    identity: IdentityDep,
+    body: HistoryRequest | None = None,
 ) -> Response:
     """Past states of the thread, newest first (`limit`, `before`, `metadata` filter)."""
     body = body or HistoryRequest()
@@ -165,7 +179,7 @@ async def get_history(
         raise RequestFieldError("checkpoint.checkpoint_ns", "subgraph history is not supported")
     check_values(body.metadata, "metadata")
     check_filter_ints(body.metadata, "metadata")
-    record = await require_thread(gateway, thread_id)
+    record = await require_thread(gateway, thread_id, identity)
     graph = gateway.agent_for(record).graph
     config = {"configurable": {"thread_id": thread_id}}
     before_id = body.before_id()

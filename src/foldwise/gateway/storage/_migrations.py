@@ -125,10 +125,18 @@ _0002 = (
 # leases keep their row (expired, without a holder) so the count survives them.
 _0003 = ("ALTER TABLE {t}thread_locks ADD COLUMN token {bigint} NOT NULL DEFAULT 0",)
 
+# Tenant isolation: the identity that created a thread owns it; threads made before auth
+# existed belong to the local identity (""), the one every request has without auth.
+_0004 = (
+    "ALTER TABLE {t}threads ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
+    "CREATE INDEX threads_owner_created_idx ON {t}threads (owner, created_at DESC, thread_id DESC)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _migration(1, "threads, runs, transcript, receipts, thread locks", _0001, _0001_POSTGRES_ONLY),
     _migration(2, "receipts are unique per thread by their own id", _0002),
     _migration(3, "thread leases carry a fencing token", _0003),
+    _migration(4, "threads are owned by the identity that created them", _0004),
 )
 """Every migration, in order."""
 

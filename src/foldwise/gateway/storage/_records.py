@@ -52,6 +52,7 @@ class ThreadRecord:
         updated_at: Last change of metadata or status (timezone-aware UTC).
         metadata: Free-form JSON object; searched by containment.
         status: `idle`, `busy` or `error`.
+        owner: The identity that created it (the gateway's auth); `""` without auth.
     """
 
     thread_id: str
@@ -59,6 +60,7 @@ class ThreadRecord:
     updated_at: datetime
     metadata: dict[str, Any]
     status: ThreadStatus
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)

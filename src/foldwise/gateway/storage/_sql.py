@@ -67,6 +67,12 @@ LEASE_CHECK = (
 """The fencing check: the lease is still this holder's, with this token, and unexpired."""
 
 
+def _check_owner(owner: str) -> str:
+    if not isinstance(owner, str) or len(owner) > 256 or "\x00" in owner:
+        raise ValueError("owner must be a string of at most 256 characters without NUL")
+    return owner
+
+
 class SqlGatewayStorage(SqlEventsMixin):
     """Threads, runs, transcript events, compaction receipts and thread leases in SQL.
 
@@ -183,29 +189,36 @@ class SqlGatewayStorage(SqlEventsMixin):
         return from_row(ThreadRecord, row, self._dialect.from_time)
 
     async def create_thread(
-        self, thread_id: str, metadata: Mapping[str, Any] | None = None
+        self, thread_id: str, metadata: Mapping[str, Any] | None = None, *, owner: str = ""
     ) -> ThreadRecord:
-        """Create an `idle` thread; raise `ThreadExistsError` when the id is taken."""
+        """Create an `idle` thread owned by `owner`; raise `ThreadExistsError` if the id is taken.
+
+        The id is global: a thread of another owner makes it taken too.
+        """
         tid = validate_thread_id(thread_id)
         meta = encode_metadata(metadata)
+        owner = _check_owner(owner)
         now = self._dialect.to_time(utcnow())
         async with self._dialect.write("create_thread", tid) as s:
             row = await s.fetchone(
                 self._dialect.sql(
                     f"INSERT INTO {{p}}threads ({THREAD_COLUMNS}) VALUES (?, ?, ?, {{json}}, "
-                    f"'idle') ON CONFLICT (thread_id) DO NOTHING RETURNING {THREAD_COLUMNS}"
+                    f"'idle', ?) ON CONFLICT (thread_id) DO NOTHING RETURNING {THREAD_COLUMNS}"
                 ),
-                (tid, now, now, meta),
+                (tid, now, now, meta, owner),
             )
         if row is None:
             raise ThreadExistsError(tid)
         return self._thread(row)
 
-    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
-        """Return the thread, or `None`."""
+    async def get_thread(self, thread_id: str, *, owner: str | None = None) -> ThreadRecord | None:
+        """Return the thread, or `None` (also when `owner` is given and does not own it)."""
         tid = validate_thread_id(thread_id)
+        query, params = _THREAD_BY_ID, [tid]
+        if owner is not None:
+            query, params = query + " AND owner = ?", [tid, _check_owner(owner)]
         async with self._dialect.read("get_thread", tid) as s:
-            row = await s.fetchone(self._dialect.sql(_THREAD_BY_ID), (tid,))
+            row = await s.fetchone(self._dialect.sql(query), params)
         return None if row is None else self._thread(row)
 
     async def update_thread(
@@ -249,14 +262,21 @@ class SqlGatewayStorage(SqlEventsMixin):
         limit: int = 10,
         offset: int = 0,
         sort_by: ThreadSortKey = "created_at",
+        owner: str | None = None,
     ) -> list[ThreadRecord]:
-        """Threads whose metadata contains `metadata` (JSON containment), newest first."""
+        """Threads whose metadata contains `metadata` (JSON containment), newest first.
+
+        With `owner`, only that identity's threads.
+        """
         check_thread_status(status)
         check_page(limit, offset)
         if sort_by not in _ORDER:
             raise ValueError(f"sort_by must be one of {sorted(_ORDER)}, got {sort_by!r}")
         conditions = ["1 = 1"]
         params: list[Any] = []
+        if owner is not None:
+            conditions.append("owner = ?")
+            params.append(_check_owner(owner))
         if metadata:
             conditions.append(self._dialect.json_contains("metadata"))
             params.append(encode_metadata(metadata))

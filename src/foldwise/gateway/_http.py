@@ -1,0 +1,132 @@
+"""HTTP hygiene around the routes: Host-header validation, CORS, JSON whatever the content type.
+
+- `HostMiddleware` answers 400 to a `Host` header not in `gateway.allowed_hosts` (default: the
+  loopback names, the configured bind host and the address the connection arrived on), so a
+  DNS-rebinding web page cannot drive a gateway bound to 127.0.0.1.
+- `add_cors` installs Starlette's `CORSMiddleware` for `gateway.cors_origins` (off when empty),
+  exposing the headers the LangGraph SDKs read.
+- `JsonBodyMiddleware` treats a body sent as `text/plain` (what browser `fetch` and Next.js
+  passthroughs send without an explicit type) as JSON: FastAPI only parses `application/json`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from foldwise.config import GatewayConfig
+from foldwise.gateway._serde import JSONResponse
+
+__all__ = ["EXPOSED_HEADERS", "HostMiddleware", "JsonBodyMiddleware", "add_cors", "host_name"]
+
+logger = logging.getLogger(__name__)
+
+EXPOSED_HEADERS = ("Content-Location", "Location", "X-Pagination-Total", "X-Pagination-Next")
+"""Response headers a browser client may read (run locations, pagination)."""
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+_ANY_ADDRESS = ("", "0.0.0.0", "::")
+
+
+def host_name(header: str) -> str:
+    """The host part of a `Host` header, lower-cased: no port, no IPv6 brackets."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    if header.count(":") == 1:
+        return header.partition(":")[0]
+    return header
+
+
+class HostMiddleware:
+    """Pure ASGI middleware: 400 `{"detail": ...}` for a `Host` header that is not allowed.
+
+    Args:
+        app: The wrapped application.
+        config: The gateway section (`allowed_hosts`, `host`).
+    """
+
+    def __init__(self, app: ASGIApp, *, config: GatewayConfig) -> None:
+        self.app = app
+        names = config.allowed_hosts
+        if names is None:
+            names = [*_LOOPBACK, config.host]
+        self.any = "*" in names
+        self.exact = {host_name(n) for n in names if not n.startswith("*")} - set(_ANY_ADDRESS)
+        self.suffixes = tuple(n[1:].lower() for n in names if n.startswith("*."))
+
+    def allows(self, host: str, server: str | None) -> bool:
+        """Whether `host` (a `Host` header's name) may reach this gateway."""
+        if self.any:
+            return True
+        if not host:
+            return False
+        if host in self.exact or host.endswith(self.suffixes):
+            return True
+        # The address the client connected to, as the server saw it: an IP literal that the
+        # client typed itself, which a rebinding attack cannot produce.
+        return server is not None and host == server.lower()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the `Host` header of HTTP requests."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = ""
+        for name, value in scope.get("headers", ()):
+            if name == b"host":
+                header = value.decode("latin-1")
+                break
+        server = scope.get("server")
+        host = host_name(header)
+        if not self.allows(host, host_name(str(server[0])) if server else None):
+            logger.warning("refused a request for Host %r (not in gateway.allowed_hosts)", header)
+            detail = f"invalid Host header {header!r}: add it to gateway.allowed_hosts"
+            await JSONResponse({"detail": detail}, status_code=400)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def add_cors(app: FastAPI, origins: list[str]) -> None:
+    """Allow browser calls from `origins` (no-op when empty): any method, any request header."""
+    if not origins:
+        return
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=origins,
+        allow_methods=["*"],
+        allow_headers=["*"],
+        expose_headers=list(EXPOSED_HEADERS),
+    )
+
+
+def _is_json(content_type: bytes) -> bool:
+    mime = content_type.split(b";", 1)[0].strip().lower()
+    return mime == b"application/json" or mime.endswith(b"+json")
+
+
+class JsonBodyMiddleware:
+    """Pure ASGI middleware: a request body is parsed as JSON whatever its declared type.
+
+    Every route of the gateway takes JSON, so a `text/plain` (or any other) content type is
+    rewritten to `application/json`; a body that is not JSON still gets the usual 422.
+
+    Args:
+        app: The wrapped application.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Rewrite a non-JSON `Content-Type` of an HTTP request."""
+        if scope["type"] == "http":
+            headers = scope.get("headers", ())
+            if any(n == b"content-type" and not _is_json(v) for n, v in headers):
+                rewritten = [(n, v) for n, v in headers if n != b"content-type"]
+                rewritten.append((b"content-type", b"application/json"))
+                scope = {**scope, "headers": rewritten}
+        await self.app(scope, receive, send)
