@@ -66,12 +66,12 @@ def _response(
     }
 
 
+_OptionalBody = CompactRequest | None
+
+
 @router.post("/threads/{thread_id}/compact")
 async def compact_thread(
-    gateway: GatewayDep,
-    thread_id: ThreadIdDep,
-    identity: IdentityDep,
-    body: CompactRequest | None = None,
+    gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep, body: _OptionalBody = None
 ) -> Response:
     """Compact the thread now.
 
