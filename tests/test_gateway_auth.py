@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,8 +123,9 @@ async def test_identities_cannot_see_each_others_threads(
 
 
 async def test_keys_are_checked_and_public_paths_stay_open(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     config = keyed_config(tmp_path, monkeypatch)
     async with open_gateway(config, scripted_factory(ScriptedChatModel())) as (c, _):
         for headers in (
@@ -141,6 +143,8 @@ async def test_keys_are_checked_and_public_paths_stay_open(
         assert (await c.post("/threads/search", json={}, headers=BOB)).status_code == 200
         for path in ("/health", "/ok", "/info"):
             assert (await c.get(path)).status_code == 200, path
+    # Neither a right nor a wrong key ever reaches the log.
+    assert not [r for r in caplog.records if "key-" in r.getMessage() or "wrong" in r.getMessage()]
 
 
 async def test_no_auth_means_one_local_identity(tmp_path: Path) -> None:
