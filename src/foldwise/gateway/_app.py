@@ -16,7 +16,15 @@ from functools import partial
 from fastapi import FastAPI
 
 from foldwise.config import FoldwiseConfig, load_config
-from foldwise.gateway import _audit_log, _compact, _context, _health, _runs, _threads
+from foldwise.gateway import (
+    _assistants,
+    _audit_log,
+    _compact,
+    _context,
+    _health,
+    _runs,
+    _threads,
+)
 from foldwise.gateway._agents import AgentFactory, AgentRegistry
 from foldwise.gateway._checkpointer import open_checkpointer
 from foldwise.gateway._deps import Gateway
@@ -100,7 +108,7 @@ def create_app(
         default_response_class=JSONResponse,
     )
     install_error_handlers(app)
-    for module in (_health, _threads, _runs, _compact, _audit_log, _context):
+    for module in (_health, _threads, _runs, _compact, _audit_log, _context, _assistants):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.gateway.max_body_bytes)
     app.add_middleware(ErrorGuardMiddleware)  # outermost of ours: wraps the body limit too
