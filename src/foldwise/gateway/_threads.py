@@ -1,4 +1,10 @@
-"""Thread routes, LangGraph-Server shaped: create, get, patch, delete, search, state, history."""
+"""Thread routes, LangGraph-Server shaped: create, get, patch, delete, search, count, copy.
+
+The state routes (get, update, at a checkpoint, history) are in `_thread_state`.
+`status` is `busy` while a run holds the thread, `interrupted` when the state has pending
+interrupts (a `GET` loads the state to say so; `search` and `count` go by the stored status),
+`error` after a failed run, else `idle`.
+"""
 
 from __future__ import annotations
 
@@ -13,20 +19,21 @@ from foldwise.gateway._deps import (
     GatewayDep,
     ThreadIdDep,
     require_thread,
-    state_json,
     thread_json,
 )
 from foldwise.gateway._errors import RequestFieldError
 from foldwise.gateway._messages import check_values
 from foldwise.gateway._schemas import (
-    HistoryRequest,
+    MAX_PAGE,
+    ThreadCount,
     ThreadCreate,
     ThreadPatch,
     ThreadSearch,
-    check_filter_ints,
     refuse_if_set,
 )
 from foldwise.gateway._serde import JSONResponse
+from foldwise.gateway._thread_state import copy_checkpoints, thread_view
+from foldwise.gateway._thread_state import router as state_router
 from foldwise.gateway.storage import ThreadExistsError, ThreadRecord, validate_thread_id
 
 __all__ = ["router"]
@@ -34,6 +41,7 @@ __all__ = ["router"]
 logger = logging.getLogger(__name__)
 
 router = APIRouter(tags=["threads"])
+router.include_router(state_router)
 
 
 async def _busy(gateway: GatewayDep, record: ThreadRecord) -> bool:
@@ -64,13 +72,49 @@ async def create_thread(gateway: GatewayDep, body: ThreadCreate) -> Response:
 
 @router.get("/threads/{thread_id}")
 async def get_thread(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response:
-    """The thread with its current state values."""
+    """The thread with its current state values and pending interrupts."""
     record = await require_thread(gateway, thread_id)
     snapshot = await gateway.agent_for(record).graph.aget_state(
         {"configurable": {"thread_id": thread_id}}
     )
-    values = snapshot.values if snapshot.values else None
-    return JSONResponse(thread_json(record, busy=await _busy(gateway, record), values=values))
+    return JSONResponse(thread_view(record, snapshot, busy=await _busy(gateway, record)))
+
+
+@router.post("/threads/count")
+async def count_threads(gateway: GatewayDep, body: ThreadCount | None = None) -> Response:
+    """How many threads match `metadata` and `status` (the filters of `/threads/search`)."""
+    body = body or ThreadCount()
+    refuse_if_set(body, "values", why="filtering on state values is not supported")
+    check_values(body.metadata, "metadata")
+    if body.status == "interrupted":
+        return JSONResponse(0)  # as `search`: the stored status never says interrupted
+    total, offset = 0, 0
+    while True:  # pages through storage search, the one way threads are listed
+        page = await gateway.storage.search_threads(
+            metadata=body.metadata, status=body.status, limit=MAX_PAGE, offset=offset
+        )
+        total += len(page)
+        offset += len(page)
+        if len(page) < MAX_PAGE:
+            return JSONResponse(total)
+
+
+@router.post("/threads/{thread_id}/copy")
+async def copy_thread(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response:
+    """A new thread with the same metadata and the whole checkpoint history of this one.
+
+    The transcript and compaction receipts are not copied: the copy's transcript starts at its
+    first run, which records the messages it inherited (as after a crash). Offloaded artifacts
+    stay the source thread's.
+    """
+    record = await require_thread(gateway, thread_id)
+    copy = await gateway.storage.create_thread(str(uuid.uuid4()), record.metadata)
+    copied = await copy_checkpoints(gateway.checkpointer, thread_id, copy.thread_id)
+    logger.info("thread %s: copied %d checkpoint(s) to %s", thread_id, copied, copy.thread_id)
+    snapshot = await gateway.agent_for(copy).graph.aget_state(
+        {"configurable": {"thread_id": copy.thread_id}}
+    )
+    return JSONResponse(thread_view(copy, snapshot, busy=False))
 
 
 @router.patch("/threads/{thread_id}")
@@ -144,39 +188,3 @@ def _checked_id(value: str, field: str) -> str:
 
 def _contains(metadata: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return all(metadata.get(k) == v for k, v in wanted.items())
-
-
-@router.get("/threads/{thread_id}/state")
-async def get_state(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response:
-    """The latest state of the thread (`values`, `next`, `checkpoint`, `metadata`, ...)."""
-    record = await require_thread(gateway, thread_id)
-    graph = gateway.agent_for(record).graph
-    snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-    return JSONResponse(state_json(snapshot))
-
-
-@router.post("/threads/{thread_id}/history")
-async def get_history(
-    gateway: GatewayDep, thread_id: ThreadIdDep, body: HistoryRequest | None = None
-) -> Response:
-    """Past states of the thread, newest first (`limit`, `before`, `metadata` filter)."""
-    body = body or HistoryRequest()
-    if body.checkpoint and body.checkpoint.get("checkpoint_ns"):
-        raise RequestFieldError("checkpoint.checkpoint_ns", "subgraph history is not supported")
-    check_values(body.metadata, "metadata")
-    check_filter_ints(body.metadata, "metadata")
-    record = await require_thread(gateway, thread_id)
-    graph = gateway.agent_for(record).graph
-    config = {"configurable": {"thread_id": thread_id}}
-    before_id = body.before_id()
-    before = (
-        {"configurable": {"thread_id": thread_id, "checkpoint_id": before_id}}
-        if before_id
-        else None
-    )
-    states: list[dict[str, Any]] = []
-    async for snapshot in graph.aget_state_history(
-        config, filter=body.metadata or None, before=before, limit=body.limit
-    ):
-        states.append(state_json(snapshot))
-    return JSONResponse(states)
