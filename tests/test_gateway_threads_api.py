@@ -8,7 +8,7 @@ status with its `interrupts`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -21,16 +21,39 @@ from langgraph.types import interrupt
 from langgraph_sdk.client import LangGraphClient
 
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import Gate, gateway_config, open_gateway, scripted_factory, user
+from tests.support.gateway import (
+    Gate,
+    drop_schema,
+    gateway_config,
+    open_gateway,
+    postgres_url,
+    scripted_factory,
+    user,
+)
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Config overrides for a SQLite file or a fresh Postgres schema."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    url, dsn, schema = postgres_url()
+    try:
+        yield {"storage": {"url": url}}
+    finally:
+        drop_schema(dsn, schema)
+
+
 @asynccontextmanager
-async def sdk(tmp_path: Path, model: Any = None, **factory: Any) -> AsyncIterator[LangGraphClient]:
+async def sdk(
+    tmp_path: Path, model: Any = None, storage: dict[str, Any] | None = None, **factory: Any
+) -> AsyncIterator[LangGraphClient]:
     """The SDK client on an in-process gateway whose agent runs `model`."""
     model = model or ScriptedChatModel(default="ok")
-    config = gateway_config(tmp_path, QUIET)
+    config = gateway_config(tmp_path, {**QUIET, **(storage or {})})
     async with open_gateway(config, scripted_factory(model, **factory)) as (http, _):
         yield LangGraphClient(http)
 
@@ -64,8 +87,11 @@ async def test_create_if_exists_and_count(tmp_path: Path) -> None:
         assert code == 422 and "values" in body["detail"]
 
 
-async def test_update_state_as_node_and_from_a_checkpoint(tmp_path: Path) -> None:
-    async with sdk(tmp_path, ScriptedChatModel(responses=["one", "two"], default="more")) as c:
+async def test_update_state_as_node_and_from_a_checkpoint(
+    tmp_path: Path, storage: dict[str, Any]
+) -> None:
+    model = ScriptedChatModel(responses=["one", "two"], default="more")
+    async with sdk(tmp_path, model, storage) as c:
         thread_id = (await c.threads.create())["thread_id"]
         await c.runs.wait(thread_id, "agent", input=user("first"))
         head = await c.threads.get_state(thread_id)
@@ -168,8 +194,9 @@ async def test_state_at_checkpoint_and_history_filters(tmp_path: Path) -> None:
         assert len(inputs) == 2 and all(s["metadata"]["source"] == "input" for s in inputs)
 
 
-async def test_copy_keeps_the_whole_history(tmp_path: Path) -> None:
-    async with sdk(tmp_path, ScriptedChatModel(responses=["one", "two"], default="more")) as c:
+async def test_copy_keeps_the_whole_history(tmp_path: Path, storage: dict[str, Any]) -> None:
+    model = ScriptedChatModel(responses=["one", "two"], default="more")
+    async with sdk(tmp_path, model, storage) as c:
         source = await c.threads.create(metadata={"team": "a"})
         thread_id = source["thread_id"]
         await c.runs.wait(thread_id, "agent", input=user("first"))
@@ -199,10 +226,11 @@ def ask_human(question: str) -> str:
     return str(interrupt({"question": question}))
 
 
-async def test_interrupted_status_and_interrupts(tmp_path: Path) -> None:
+async def test_interrupted_status_and_interrupts(tmp_path: Path, storage: dict[str, Any]) -> None:
     ask = {"name": "ask_human", "args": {"question": "ok?"}, "id": "q1"}
     call = AIMessage("", tool_calls=[ask])
-    async with sdk(tmp_path, ScriptedChatModel(responses=[call]), tools=[ask_human]) as c:
+    model = ScriptedChatModel(responses=[call])
+    async with sdk(tmp_path, model, storage, tools=[ask_human]) as c:
         thread_id = (await c.threads.create())["thread_id"]
         await c.runs.wait(thread_id, "agent", input=user("please ask"))
         thread = await c.threads.get(thread_id)

@@ -4,7 +4,8 @@
 `as_node` had run. Only `values.messages` may be written (the other channels are foldwise's
 bookkeeping), and the messages go through the same validation as run input, so a client cannot
 set foldwise's internal flags. It holds the thread like a run does (409 while one runs), and
-what it adds is recorded in the transcript before the thread is released.
+the messages it adds are recorded in the transcript (with no run id) before the thread is
+released.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fastapi import APIRouter, HTTPException, Response
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import InvalidUpdateError
 
+from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._deps import (
     Gateway,
     GatewayDep,
@@ -26,6 +28,7 @@ from foldwise.gateway._deps import (
     thread_json,
 )
 from foldwise.gateway._errors import RequestFieldError
+from foldwise.gateway._leases import lease_of
 from foldwise.gateway._messages import check_values, parse_input_messages
 from foldwise.gateway._schemas import (
     HistoryRequest,
@@ -150,7 +153,11 @@ async def update_state(gateway: GatewayDep, thread_id: ThreadIdDep, body: StateU
             written = await graph.aupdate_state(config, values, as_node=body.as_node)
         except InvalidUpdateError as error:
             raise RequestFieldError("as_node", str(error)) from None
-        await gateway.runs.reconcile_transcript(thread_id, graph)
+        if values and values.get("messages"):
+            # Accepted input goes to the transcript (append-only: a replaced id stays as it was).
+            recorder = TranscriptRecorder(gateway.storage, thread_id, None)
+            recorder.lease = lease_of(config)
+            await recorder.messages(values["messages"])
     configurable = written.get("configurable") or {}
     return JSONResponse(
         {
