@@ -243,3 +243,21 @@ async def test_interrupted_status_and_interrupts(tmp_path: Path, storage: dict[s
         assert state["tasks"][0]["id"] == task_id
         copy = await c.threads.copy(thread_id)
         assert copy["status"] == "interrupted" and list(copy["interrupts"].values()) == [pending]
+        idle = (await c.threads.create())["thread_id"]
+        # Listings say it too, and the idle / interrupted filters tell them apart.
+        listed = {t["thread_id"]: t for t in await c.threads.search(limit=10)}
+        assert listed[thread_id]["interrupts"] == thread["interrupts"]
+        assert listed[thread_id]["status"] == "interrupted" and listed[idle]["status"] == "idle"
+        interrupted = await c.threads.search(status="interrupted")
+        assert {t["thread_id"] for t in interrupted} == {thread_id, copy["thread_id"]}
+        assert [t["thread_id"] for t in await c.threads.search(status="idle")] == [idle]
+        assert await c.threads.count(status="interrupted") == 2
+        assert await c.threads.count(status="idle") == 1
+        by_id = await c.threads.search(ids=[thread_id, idle], status="interrupted")
+        assert [t["thread_id"] for t in by_id] == [thread_id]
+        # Answering the tool call as the tools node leaves nothing pending.
+        answer = {"role": "tool", "content": "yes", "tool_call_id": "q1"}
+        await c.threads.update_state(thread_id, {"messages": [answer]}, as_node="tools")
+        after = await c.threads.get(thread_id)
+        assert after["status"] == "idle" and after["interrupts"] == {}
+        assert await c.threads.count(status="interrupted") == 1

@@ -39,11 +39,14 @@ from foldwise.gateway._schemas import (
 from foldwise.gateway._serde import JSONResponse, jsonable
 from foldwise.gateway.storage import ThreadRecord
 
-__all__ = ["copy_checkpoints", "router", "thread_view"]
+__all__ = ["copy_checkpoints", "listed_view", "pending_interrupts", "router", "thread_view"]
 
 logger = logging.getLogger(__name__)
 
 router = APIRouter(tags=["threads"])
+
+_INTERRUPT = "__interrupt__"
+"""The channel of LangGraph's pending interrupt writes (private in `langgraph._internal`)."""
 
 
 def _interrupts(snapshot: Any) -> dict[str, list[dict[str, Any]]]:
@@ -56,15 +59,38 @@ def _interrupts(snapshot: Any) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def thread_view(record: ThreadRecord, snapshot: Any, *, busy: bool) -> dict[str, Any]:
-    """A thread with its state values, its interrupts and a status that says `interrupted`."""
-    values = snapshot.values if snapshot is not None and snapshot.values else None
+def listed_view(
+    record: ThreadRecord,
+    *,
+    busy: bool,
+    interrupts: dict[str, list[dict[str, Any]]],
+    values: Any = None,
+) -> dict[str, Any]:
+    """A thread with its interrupts, `interrupted` when it has some and is otherwise idle."""
     view = thread_json(record, busy=busy, values=values)
-    interrupts = _interrupts(snapshot)
     view["interrupts"] = interrupts
     if interrupts and view["status"] == "idle":
         view["status"] = "interrupted"
     return view
+
+
+def thread_view(record: ThreadRecord, snapshot: Any, *, busy: bool) -> dict[str, Any]:
+    """A thread with its state values and interrupts, from a loaded state snapshot."""
+    values = snapshot.values if snapshot is not None and snapshot.values else None
+    return listed_view(record, busy=busy, interrupts=_interrupts(snapshot), values=values)
+
+
+async def pending_interrupts(
+    checkpointer: BaseCheckpointSaver[Any], thread_id: str
+) -> dict[str, list[dict[str, Any]]]:
+    """The interrupts pending at the thread's head, by task id, without building a snapshot."""
+    saved = await checkpointer.aget_tuple(_config(thread_id))  # type: ignore[arg-type]
+    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for task_id, channel, value in (saved.pending_writes if saved else None) or ():
+        if channel == _INTERRUPT:
+            items = list(value) if isinstance(value, list | tuple) else [value]
+            found[str(task_id)].extend(jsonable(items))
+    return dict(found)
 
 
 def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:

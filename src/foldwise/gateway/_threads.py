@@ -1,9 +1,10 @@
 """Thread routes, LangGraph-Server shaped: create, get, patch, delete, search, count, copy.
 
 The state routes (get, update, at a checkpoint, history) are in `_thread_state`.
-`status` is `busy` while a run holds the thread, `interrupted` when the state has pending
-interrupts (a `GET` loads the state to say so; `search` and `count` go by the stored status),
-`error` after a failed run, else `idle`.
+`status` is `busy` while a run holds the thread, `interrupted` when its head checkpoint has
+pending interrupts, `error` after a failed run, else `idle`. The thread table knows busy and
+error; interrupts are read from the checkpoint, so the `idle` and `interrupted` filters of
+`search` and `count` read one checkpoint per idle candidate.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Response
 
 from foldwise.gateway._deps import (
+    Gateway,
     GatewayDep,
     ThreadIdDep,
     require_thread,
@@ -32,7 +34,12 @@ from foldwise.gateway._schemas import (
     refuse_if_set,
 )
 from foldwise.gateway._serde import JSONResponse
-from foldwise.gateway._thread_state import copy_checkpoints, thread_view
+from foldwise.gateway._thread_state import (
+    copy_checkpoints,
+    listed_view,
+    pending_interrupts,
+    thread_view,
+)
 from foldwise.gateway._thread_state import router as state_router
 from foldwise.gateway.storage import ThreadExistsError, ThreadRecord, validate_thread_id
 
@@ -46,6 +53,44 @@ router.include_router(state_router)
 
 async def _busy(gateway: GatewayDep, record: ThreadRecord) -> bool:
     return await gateway.storage.get_thread_lock(record.thread_id) is not None
+
+
+async def _listed(gateway: Gateway, record: ThreadRecord, *, trust_status: bool) -> dict[str, Any]:
+    """The thread as listed: no values; busy from the lease, interrupts from the head checkpoint.
+
+    With `trust_status` (listings), a thread stored as not busy is not asked for its lease.
+    """
+    if trust_status and record.status != "busy":
+        busy = False
+    else:
+        busy = await _busy(gateway, record)
+    interrupts = {} if busy else await pending_interrupts(gateway.checkpointer, record.thread_id)
+    return listed_view(record, busy=busy, interrupts=interrupts)
+
+
+async def _scan_idle(
+    gateway: Gateway, body: ThreadSearch | ThreadCount, status: str, stop: int | None
+) -> list[dict[str, Any]]:
+    """Threads stored as idle whose head says `status` (`idle` or `interrupted`), up to `stop`.
+
+    Whether an idle thread is interrupted is in its checkpoint, not in the thread table, so
+    these two filters read one checkpoint per candidate.
+    """
+    sort_by = (body.sort_by if isinstance(body, ThreadSearch) else None) or "created_at"
+    found: list[dict[str, Any]] = []
+    offset = 0
+    while stop is None or len(found) < stop:
+        page = await gateway.storage.search_threads(
+            metadata=body.metadata, status="idle", limit=MAX_PAGE, offset=offset, sort_by=sort_by
+        )
+        for record in page:
+            view = await _listed(gateway, record, trust_status=True)
+            if view["status"] == status:
+                found.append(view)
+        offset += len(page)
+        if len(page) < MAX_PAGE:
+            break
+    return found if stop is None else found[:stop]
 
 
 @router.post("/threads")
@@ -66,7 +111,7 @@ async def create_thread(gateway: GatewayDep, body: ThreadCreate) -> Response:
         if body.if_exists != "do_nothing":
             raise
         record = await require_thread(gateway, thread_id)
-        return JSONResponse(thread_json(record, busy=await _busy(gateway, record)))
+        return JSONResponse(await _listed(gateway, record, trust_status=False))
     return JSONResponse(thread_json(record, busy=False))
 
 
@@ -86,12 +131,12 @@ async def count_threads(gateway: GatewayDep, body: ThreadCount | None = None) ->
     body = body or ThreadCount()
     refuse_if_set(body, "values", why="filtering on state values is not supported")
     check_values(body.metadata, "metadata")
-    if body.status == "interrupted":
-        return JSONResponse(0)  # as `search`: the stored status never says interrupted
+    if body.status in ("idle", "interrupted"):
+        return JSONResponse(len(await _scan_idle(gateway, body, body.status, None)))
     total, offset = 0, 0
     while True:  # pages through storage search, the one way threads are listed
         page = await gateway.storage.search_threads(
-            metadata=body.metadata, status=body.status, limit=MAX_PAGE, offset=offset
+            metadata=body.metadata, status=_stored(body.status), limit=MAX_PAGE, offset=offset
         )
         total += len(page)
         offset += len(page)
@@ -126,7 +171,7 @@ async def patch_thread(gateway: GatewayDep, thread_id: ThreadIdDep, body: Thread
     record = await gateway.storage.update_thread(thread_id, metadata=body.metadata)
     if record is None:
         record = await require_thread(gateway, thread_id)
-    return JSONResponse(thread_json(record, busy=await _busy(gateway, record)))
+    return JSONResponse(await _listed(gateway, record, trust_status=False))
 
 
 @router.delete("/threads/{thread_id}", status_code=204)
@@ -151,32 +196,35 @@ async def search_threads(gateway: GatewayDep, body: ThreadSearch) -> Response:
     """Threads whose metadata contains `metadata`, newest first (`values` is not included)."""
     refuse_if_set(body, "values", why="filtering on state values is not supported")
     check_values(body.metadata, "metadata")
-    if body.status == "interrupted":
-        return JSONResponse([])  # human-in-the-loop interrupts do not exist here
     if body.ids is not None:
         ids = [_checked_id(value, f"ids[{i}]") for i, value in enumerate(body.ids)]
         found = await asyncio.gather(*(gateway.storage.get_thread(i) for i in ids))
-        records = [
-            r
+        views = [
+            await _listed(gateway, r, trust_status=True)
             for r in found
-            if r is not None
-            and _contains(r.metadata, body.metadata or {})
-            and body.status in (None, r.status)
-        ][body.offset : body.offset + body.limit]
-    else:
-        records = await gateway.storage.search_threads(
-            metadata=body.metadata,
-            status=body.status,
-            limit=body.limit,
-            offset=body.offset,
-            sort_by=body.sort_by or "created_at",
-        )
-    out: list[dict[str, Any]] = []
-    for record in records:
-        # The stored status says busy while a run holds the thread; the lease says it for sure.
-        busy = record.status == "busy" and await _busy(gateway, record)
-        out.append(thread_json(record, busy=busy))
-    return JSONResponse(out)
+            if r is not None and _contains(r.metadata, body.metadata or {})
+        ]
+        out = [v for v in views if body.status in (None, v["status"])]
+        return JSONResponse(out[body.offset : body.offset + body.limit])
+    if body.status in ("idle", "interrupted"):
+        views = await _scan_idle(gateway, body, body.status, body.offset + body.limit)
+        return JSONResponse(views[body.offset :])
+    records = await gateway.storage.search_threads(
+        metadata=body.metadata,
+        status=_stored(body.status),
+        limit=body.limit,
+        offset=body.offset,
+        sort_by=body.sort_by or "created_at",
+    )
+    # The stored status says busy while a run holds the thread; the lease says it for sure.
+    return JSONResponse([await _listed(gateway, r, trust_status=True) for r in records])
+
+
+def _stored(status: str | None) -> Literal["busy", "error"] | None:
+    """The thread-table filter for `busy`, `error` or none (idle and interrupted are scanned)."""
+    if status == "busy":
+        return "busy"
+    return "error" if status == "error" else None
 
 
 def _checked_id(value: str, field: str) -> str:
