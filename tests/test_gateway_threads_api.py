@@ -20,6 +20,7 @@ from langchain_core.tools import tool
 from langgraph.types import interrupt
 from langgraph_sdk.client import LangGraphClient
 
+from foldwise.gateway import _thread_state
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     Gate,
@@ -194,7 +195,10 @@ async def test_state_at_checkpoint_and_history_filters(tmp_path: Path) -> None:
         assert len(inputs) == 2 and all(s["metadata"]["source"] == "input" for s in inputs)
 
 
-async def test_copy_keeps_the_whole_history(tmp_path: Path, storage: dict[str, Any]) -> None:
+async def test_copy_keeps_the_whole_history(
+    tmp_path: Path, storage: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_thread_state, "COPY_PAGE", 3)  # several pages
     model = ScriptedChatModel(responses=["one", "two"], default="more")
     async with sdk(tmp_path, model, storage) as c:
         source = await c.threads.create(metadata={"team": "a"})

@@ -154,7 +154,13 @@ async def copy_thread(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response:
     """
     record = await require_thread(gateway, thread_id)
     copy = await gateway.storage.create_thread(str(uuid.uuid4()), record.metadata)
-    copied = await copy_checkpoints(gateway.checkpointer, thread_id, copy.thread_id)
+    try:
+        copied = await copy_checkpoints(gateway.checkpointer, thread_id, copy.thread_id)
+    except BaseException:
+        # No half copy left behind: the client never learnt the new id.
+        await gateway.checkpointer.adelete_thread(copy.thread_id)
+        await gateway.storage.delete_thread(copy.thread_id)
+        raise
     logger.info("thread %s: copied %d checkpoint(s) to %s", thread_id, copied, copy.thread_id)
     snapshot = await gateway.agent_for(copy).graph.aget_state(
         {"configurable": {"thread_id": copy.thread_id}}
