@@ -112,3 +112,6 @@ async def test_runs_accept_the_assistant_uuid(tmp_path: Path) -> None:
             input={"messages": [{"role": "user", "content": "hi"}]},
         )
         assert isinstance(result, dict) and result["messages"][-1]["content"] == "from small"
+        # The thread remembers its assistant: later reads use the `small` agent, not the default.
+        context = await client.http.get(f"/threads/{thread['thread_id']}/context")
+        assert context["model_name"] == "small"

@@ -158,6 +158,13 @@ class AgentRegistry:
                 return name
         raise AssistantNotFoundError(assistant_id, names)
 
+    def remembered(self, value: Any) -> str:
+        """The assistant a thread's metadata names (a name or a UUID), else `agent`."""
+        try:
+            return self.canonical(value) if isinstance(value, str) else DEFAULT_ASSISTANT
+        except AssistantNotFoundError:
+            return DEFAULT_ASSISTANT
+
     def resolve(
         self, assistant_id: str, model_name: str | None, *, field: str = "model_name"
     ) -> str | None:
