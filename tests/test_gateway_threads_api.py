@@ -20,7 +20,7 @@ from langchain_core.tools import tool
 from langgraph.types import interrupt
 from langgraph_sdk.client import LangGraphClient
 
-from foldwise.gateway import _thread_state
+from foldwise.gateway import _thread_copy
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     Gate,
@@ -63,6 +63,13 @@ async def _status(call: Any) -> tuple[int, Any]:
     with pytest.raises(httpx.HTTPStatusError) as raised:
         await call
     return raised.value.response.status_code, raised.value.response.json()
+
+
+async def _transcript(client: LangGraphClient, thread_id: str) -> list[dict[str, Any]]:
+    """The transcript without what differs between threads (`seq`, run ids)."""
+    answer = await client.http.get(f"/threads/{thread_id}/transcript", params={"limit": 1000})
+    keys = ("kind", "message_id", "created_at", "message")
+    return [{k: e[k] for k in keys} for e in answer["entries"]]
 
 
 def _texts(state: Any) -> list[str]:
@@ -198,13 +205,17 @@ async def test_state_at_checkpoint_and_history_filters(tmp_path: Path) -> None:
 async def test_copy_keeps_the_whole_history(
     tmp_path: Path, storage: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_thread_state, "COPY_PAGE", 3)  # several pages
+    monkeypatch.setattr(_thread_copy, "COPY_PAGE", 3)  # several pages
     model = ScriptedChatModel(responses=["one", "two"], default="more")
     async with sdk(tmp_path, model, storage) as c:
         source = await c.threads.create(metadata={"team": "a"})
         thread_id = source["thread_id"]
         await c.runs.wait(thread_id, "agent", input=user("first"))
         await c.runs.wait(thread_id, "agent", input=user("second"))
+        compacted = await c.http.post(
+            f"/threads/{thread_id}/compact", json={"keep": {"type": "messages", "value": 1}}
+        )
+        assert compacted["compacted"] is True
         copy = await c.threads.copy(thread_id)
         assert copy["thread_id"] != thread_id
         assert copy["metadata"] == (await c.threads.get(thread_id))["metadata"]
@@ -217,10 +228,19 @@ async def test_copy_keeps_the_whole_history(
             s["checkpoint"]["checkpoint_id"] for s in old
         ]
         assert {s["checkpoint"]["thread_id"] for s in new} == {copy["thread_id"]}
+        # foldwise's records come along: the transcript (with the marker) and the receipts.
+        source_log = await _transcript(c, thread_id)
+        assert [e["kind"] for e in source_log] == ["message"] * 4 + ["compaction"]
+        assert await _transcript(c, copy["thread_id"]) == source_log
+        receipts = await c.http.get(f"/threads/{thread_id}/compactions")
+        copied = await c.http.get(f"/threads/{copy['thread_id']}/compactions")
+        assert [r["id"] for r in copied] == [r["id"] for r in receipts] and len(receipts) == 1
         # The copy is a thread of its own: a run on it leaves the source alone.
         await c.runs.wait(copy["thread_id"], "agent", input=user("third"))
         assert _texts(await c.threads.get_state(copy["thread_id"]))[-2:] == ["third", "more"]
-        assert _texts(await c.threads.get_state(thread_id)) == ["first", "one", "second", "two"]
+        assert await _transcript(c, thread_id) == source_log
+        copy_log = await _transcript(c, copy["thread_id"])
+        assert copy_log[:5] == source_log and len(copy_log) == 7
         assert (await _status(c.threads.copy("missing")))[0] == 404
 
 

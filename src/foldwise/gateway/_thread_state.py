@@ -39,7 +39,7 @@ from foldwise.gateway._schemas import (
 from foldwise.gateway._serde import JSONResponse, jsonable
 from foldwise.gateway.storage import ThreadRecord
 
-__all__ = ["copy_checkpoints", "listed_view", "pending_interrupts", "router", "thread_view"]
+__all__ = ["listed_view", "pending_interrupts", "router", "thread_view"]
 
 logger = logging.getLogger(__name__)
 
@@ -225,54 +225,3 @@ async def get_history(
     ):
         states.append(state_json(snapshot))
     return JSONResponse(states)
-
-
-COPY_PAGE = 50
-"""Checkpoints read at a time by `copy_checkpoints` (each holds the whole state)."""
-
-
-async def copy_checkpoints(
-    checkpointer: BaseCheckpointSaver[Any], source_id: str, target_id: str
-) -> int:
-    """Copy every checkpoint of a thread, with its pending writes, to another thread id.
-
-    Checkpoint ids and parents are kept, so the copy's history, forks and pending interrupts
-    are the source's. Read a page at a time, newest first (the order of the writes does not
-    matter: a thread's head is its greatest checkpoint id). Returns how many were copied.
-    """
-    source = {"configurable": {"thread_id": source_id}}
-    copied = 0
-    before: dict[str, Any] | None = None
-    while True:
-        # A page is read completely before writing: SQLite's saver holds its lock while listing.
-        page = [
-            saved
-            async for saved in checkpointer.alist(source, before=before, limit=COPY_PAGE)  # type: ignore[arg-type]
-        ]
-        for saved in page:
-            await _copy_one(checkpointer, saved, target_id)
-        copied += len(page)
-        if len(page) < COPY_PAGE:
-            return copied
-        before = {"configurable": {"checkpoint_id": page[-1].checkpoint["id"]}}
-
-
-async def _copy_one(checkpointer: BaseCheckpointSaver[Any], saved: Any, target_id: str) -> None:
-    configurable: dict[str, Any] = {
-        "thread_id": target_id,
-        "checkpoint_ns": saved.config["configurable"].get("checkpoint_ns", ""),
-    }
-    parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    if parent is not None:
-        configurable["checkpoint_id"] = parent
-    written = await checkpointer.aput(
-        {"configurable": configurable},
-        saved.checkpoint,
-        saved.metadata,
-        dict(saved.checkpoint["channel_versions"]),
-    )
-    by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-    for task_id, channel, value in saved.pending_writes or ():
-        by_task[task_id].append((channel, value))
-    for task_id, writes in by_task.items():
-        await checkpointer.aput_writes(written, writes, task_id)

@@ -34,8 +34,8 @@ from foldwise.gateway._schemas import (
     refuse_if_set,
 )
 from foldwise.gateway._serde import JSONResponse
+from foldwise.gateway._thread_copy import copy_checkpoints, copy_records
 from foldwise.gateway._thread_state import (
-    copy_checkpoints,
     listed_view,
     pending_interrupts,
     thread_view,
@@ -146,22 +146,27 @@ async def count_threads(gateway: GatewayDep, body: ThreadCount | None = None) ->
 
 @router.post("/threads/{thread_id}/copy")
 async def copy_thread(gateway: GatewayDep, thread_id: ThreadIdDep) -> Response:
-    """A new thread with the same metadata and the whole checkpoint history of this one.
+    """A new thread with the same metadata, checkpoint history, transcript and receipts.
 
-    The transcript and compaction receipts are not copied: the copy's transcript starts at its
-    first run, which records the messages it inherited (as after a crash). Offloaded artifacts
-    stay the source thread's.
+    Runs are not copied, nor offloaded artifacts (their ids derive from the thread).
     """
     record = await require_thread(gateway, thread_id)
     copy = await gateway.storage.create_thread(str(uuid.uuid4()), record.metadata)
     try:
         copied = await copy_checkpoints(gateway.checkpointer, thread_id, copy.thread_id)
+        entries = await copy_records(gateway.storage, thread_id, copy.thread_id)
     except BaseException:
         # No half copy left behind: the client never learnt the new id.
         await gateway.checkpointer.adelete_thread(copy.thread_id)
         await gateway.storage.delete_thread(copy.thread_id)
         raise
-    logger.info("thread %s: copied %d checkpoint(s) to %s", thread_id, copied, copy.thread_id)
+    logger.info(
+        "thread %s: copied %d checkpoint(s) and %d transcript entries to %s",
+        thread_id,
+        copied,
+        entries,
+        copy.thread_id,
+    )
     snapshot = await gateway.agent_for(copy).graph.aget_state(
         {"configurable": {"thread_id": copy.thread_id}}
     )
