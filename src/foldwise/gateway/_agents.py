@@ -10,8 +10,10 @@ checkpointer. Applications plug in their own agents with an `AgentFactory`.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.tools import BaseTool
@@ -29,11 +31,22 @@ __all__ = [
     "AgentRegistry",
     "AgentRequest",
     "HostedAgent",
+    "assistant_uuid",
     "default_agent_factory",
 ]
 
 DEFAULT_ASSISTANT = "agent"
 """The assistant id of the default agent (built from `models[0]`)."""
+
+_ASSISTANT_NAMESPACE = uuid.UUID("6f1d2c3a-8b7e-5f40-9a1b-0c2d3e4f5a6b")
+
+
+def assistant_uuid(name: str) -> str:
+    """The stable UUID of an assistant (uuid5 of its name): the same on every worker and restart.
+
+    LangGraph Server identifies assistants by UUID; clients that store one keep working.
+    """
+    return str(uuid.uuid5(_ASSISTANT_NAMESPACE, name))
 
 
 @dataclass(frozen=True)
@@ -123,11 +136,34 @@ class AgentRegistry:
         self._agents: dict[str | None, HostedAgent] = {}
         self._lock = threading.Lock()
         self.default_artifacts: ArtifactStore = artifact_store_from_config(config)
+        self.loaded_at = datetime.now(UTC)
+        """When this worker loaded the configuration: the assistants' `created_at`."""
 
     @property
     def assistant_ids(self) -> list[str]:
         """Every assistant id served: `agent`, then each configured model name."""
         return [DEFAULT_ASSISTANT, *(n for n in self.config.model_names if n != DEFAULT_ASSISTANT)]
+
+    def canonical(self, assistant_id: str) -> str:
+        """The assistant name for a name or its stable UUID (`assistant_uuid`).
+
+        Raises:
+            AssistantNotFoundError: Neither a served name nor the UUID of one (404).
+        """
+        names = self.assistant_ids
+        if assistant_id in names:
+            return assistant_id
+        for name in names:
+            if assistant_uuid(name) == assistant_id:
+                return name
+        raise AssistantNotFoundError(assistant_id, names)
+
+    def remembered(self, value: Any) -> str:
+        """The assistant a thread's metadata names (a name or a UUID), else `agent`."""
+        try:
+            return self.canonical(value) if isinstance(value, str) else DEFAULT_ASSISTANT
+        except AssistantNotFoundError:
+            return DEFAULT_ASSISTANT
 
     def resolve(
         self, assistant_id: str, model_name: str | None, *, field: str = "model_name"
@@ -142,8 +178,7 @@ class AgentRegistry:
             AssistantNotFoundError: An unknown assistant id (404).
             RequestFieldError: `model_name` names no configured model (422).
         """
-        if assistant_id not in self.assistant_ids:
-            raise AssistantNotFoundError(assistant_id, self.assistant_ids)
+        assistant_id = self.canonical(assistant_id)
         names = self.config.model_names
         if model_name is not None and model_name not in names:
             known = ", ".join(names) or "none configured"

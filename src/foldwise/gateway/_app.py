@@ -16,7 +16,15 @@ from functools import partial
 from fastapi import FastAPI
 
 from foldwise.config import FoldwiseConfig, load_config
-from foldwise.gateway import _audit_log, _compact, _context, _health, _runs, _threads
+from foldwise.gateway import (
+    _assistants,
+    _audit_log,
+    _compact,
+    _context,
+    _health,
+    _runs,
+    _threads,
+)
 from foldwise.gateway._agents import AgentFactory, AgentRegistry
 from foldwise.gateway._auth import Authenticator, AuthMiddleware
 from foldwise.gateway._checkpointer import open_checkpointer
@@ -102,7 +110,7 @@ def create_app(
         default_response_class=JSONResponse,
     )
     install_error_handlers(app)
-    for module in (_health, _threads, _runs, _compact, _audit_log, _context):
+    for module in (_health, _threads, _runs, _compact, _audit_log, _context, _assistants):
         app.include_router(module.router)
     # Added innermost first. Outside in: error guard, Host check, CORS (so a 401 still carries
     # its headers and preflights need no key), auth, body limit, JSON whatever the type.

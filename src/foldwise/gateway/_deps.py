@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from foldwise.config import FoldwiseConfig
 from foldwise.errors import ThreadNotFoundError
-from foldwise.gateway._agents import DEFAULT_ASSISTANT, AgentRegistry, HostedAgent
+from foldwise.gateway._agents import AgentRegistry, HostedAgent
 from foldwise.gateway._auth import request_identity
 from foldwise.gateway._leases import ThreadLeases
 from foldwise.gateway._manager import RunManager
@@ -48,9 +48,7 @@ class Gateway:
     ) -> HostedAgent:
         """The agent for a thread: the given assistant, else the one that last ran on it."""
         if assistant_id is None:
-            remembered = thread.metadata.get("assistant_id")
-            known = self.agents.assistant_ids
-            assistant_id = remembered if remembered in known else DEFAULT_ASSISTANT
+            assistant_id = self.agents.remembered(thread.metadata.get("assistant_id"))
         return self.agents.get(assistant_id, model_name)
 
 

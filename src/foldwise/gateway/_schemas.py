@@ -26,6 +26,9 @@ __all__ = [
     "OffsetQuery",
     "PageQuery",
     "RunCreate",
+    "StateAtCheckpoint",
+    "StateUpdate",
+    "ThreadCount",
     "ThreadCreate",
     "ThreadPatch",
     "ThreadSearch",
@@ -114,6 +117,54 @@ class ThreadSearch(_LangGraphBody):
     sort_order: Literal["desc"] | None = None
 
 
+class ThreadCount(_LangGraphBody):
+    """`POST /threads/count`: the filters of `/threads/search`."""
+
+    metadata: _Json | None = None
+    values: _Json | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+
+
+def _checkpoint_id(value: Any, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= 128:
+        raise RequestFieldError(field, "must be a checkpoint id (a string of 1-128 characters)")
+    return value
+
+
+class StateUpdate(_LangGraphBody):
+    """`POST /threads/{id}/state`: LangGraph's `update_state`."""
+
+    values: _Json | list[Any] | None = None
+    as_node: str | None = Field(default=None, min_length=1, max_length=256)
+    checkpoint: _Json | None = None
+    checkpoint_id: str | None = None
+
+    def target_checkpoint(self) -> str | None:
+        """The checkpoint id to update from (`checkpoint.checkpoint_id` or `checkpoint_id`)."""
+        if self.checkpoint and self.checkpoint.get("checkpoint_ns"):
+            raise RequestFieldError("checkpoint.checkpoint_ns", "subgraph state is not supported")
+        found = _checkpoint_id((self.checkpoint or {}).get("checkpoint_id"), "checkpoint")
+        return found or _checkpoint_id(self.checkpoint_id, "checkpoint_id")
+
+
+class StateAtCheckpoint(_LangGraphBody):
+    """`POST /threads/{id}/state/checkpoint`."""
+
+    checkpoint: _Json
+    subgraphs: bool = False
+
+    def checkpoint_id(self) -> str:
+        """The requested checkpoint id (subgraph namespaces are refused)."""
+        if self.checkpoint.get("checkpoint_ns"):
+            raise RequestFieldError("checkpoint.checkpoint_ns", "subgraph state is not supported")
+        found = _checkpoint_id(self.checkpoint.get("checkpoint_id"), "checkpoint.checkpoint_id")
+        if found is None:
+            raise RequestFieldError("checkpoint.checkpoint_id", "required")
+        return found
+
+
 class HistoryRequest(_LangGraphBody):
     """`POST /threads/{id}/history`."""
 
@@ -131,6 +182,12 @@ class HistoryRequest(_LangGraphBody):
                     f"invalid filter key {key[:40]!r}: use letters, digits, '_', '.' and '-'"
                 )
         return value
+
+    def start_id(self) -> str | None:
+        """The checkpoint id history starts at (`checkpoint.checkpoint_id`), if any."""
+        return _checkpoint_id(
+            (self.checkpoint or {}).get("checkpoint_id"), "checkpoint.checkpoint_id"
+        )
 
     def before_id(self) -> str | None:
         """The checkpoint id of `before` (a string or a checkpoint object)."""
