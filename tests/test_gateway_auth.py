@@ -81,6 +81,8 @@ async def test_identities_cannot_see_each_others_threads(
             ("get", "/threads/a1/compactions", None),
             ("get", "/threads/a1/context", None),
         ]
+        head = (await c.get("/threads/a1/state", headers=ALICE)).json()["checkpoint"]
+        reads.append(("get", f"/threads/a1/state/{head['checkpoint_id']}", None))
         for method, path, body in reads:
             mine = await c.request(method, path, json=body, headers=ALICE)
             assert mine.status_code == 200, (path, mine.text)
@@ -101,6 +103,12 @@ async def test_identities_cannot_see_each_others_threads(
                 "/threads/a1/runs/wait",
                 {"assistant_id": "agent", "input": user("x"), "if_not_exists": "create"},
             ),
+            ("post", "/threads/a1/copy", None),
+            (
+                "post",
+                "/threads/a1/state",
+                {"values": {"messages": [{"role": "user", "content": "x"}]}},
+            ),
             ("delete", "/threads/a1", None),
         ]
         for method, path, body in writes:
@@ -108,6 +116,7 @@ async def test_identities_cannot_see_each_others_threads(
             assert theirs.status_code == 404, (path, theirs.text)
         # Bob's search never lists Alice's thread, by filter or by id; her thread is intact.
         assert (await c.post("/threads/search", json={}, headers=BOB)).json() == []
+        assert (await c.post("/threads/count", json={}, headers=BOB)).json() == 0
         by_id = await c.post("/threads/search", json={"ids": ["a1"]}, headers=BOB)
         assert by_id.json() == []
         taken = await c.post(
