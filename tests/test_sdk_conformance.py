@@ -51,6 +51,7 @@ EXPECTED_UNSUPPORTED: frozenset[str] = frozenset(
         "runs.stream[checkpoints]",
         "threads.getState[checkpoint_id]",
         "runs.stream[checkpoint]",
+        "runs.stream[useStream]",
         "runs.wait[input=null]",
         "threads.updateState",
         "threads.copy",

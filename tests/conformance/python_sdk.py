@@ -130,6 +130,7 @@ class _Calls:
                 lambda: c.threads.get_state(tid(), checkpoint_id=self.checkpoint["checkpoint_id"]),
             ),
             ("runs.stream[checkpoint]", self.stream_from_head),
+            ("runs.stream[useStream]", self.stream_like_use_stream),
             ("runs.wait[input=null]", lambda: c.runs.wait(tid(), a, input=None)),
             ("threads.updateState", self.update_state),
             ("threads.copy", lambda: c.threads.copy(tid())),
@@ -174,6 +175,20 @@ class _Calls:
             input=_input("from the head"),
             checkpoint=self.checkpoint,
             stream_mode=["values", "messages-tuple"],
+        )
+        return await _drain(parts)
+
+    async def stream_like_use_stream(self) -> _Drained:
+        """What useStream (agent-chat-ui) sends once a thread has history."""
+        checkpoint = {k: v for k, v in self.checkpoint.items() if k != "thread_id"}
+        parts = self.client.runs.stream(
+            self.thread_id,
+            ASSISTANT,
+            input=_input("as useStream sends it"),
+            checkpoint=checkpoint,
+            stream_mode=["values", "messages-tuple"],
+            stream_resumable=True,
+            on_disconnect="continue",
         )
         return await _drain(parts)
 

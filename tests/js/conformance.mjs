@@ -140,6 +140,22 @@ function calls(client, ctx) {
         ),
     ],
     [
+      "runs.stream[useStream]",
+      () => {
+        // What useStream (agent-chat-ui) sends once a thread has history.
+        const { thread_id: _, ...checkpoint } = ctx.checkpoint;
+        return drain(
+          client.runs.stream(ctx.threadId, ASSISTANT, {
+            input: input("as useStream sends it"),
+            checkpoint,
+            streamMode: ["values", "messages-tuple"],
+            streamResumable: true,
+            onDisconnect: "continue",
+          }),
+        );
+      },
+    ],
+    [
       "runs.wait[input=null]",
       () => client.runs.wait(ctx.threadId, ASSISTANT, { input: null }),
     ],
