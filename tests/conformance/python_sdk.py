@@ -122,6 +122,7 @@ class _Calls:
             ("runs.wait", lambda: c.runs.wait(tid(), a, input=_input("hi"))),
         ]
         calls += [(f"runs.stream[{mode}]", self.streamer(mode)) for mode in STREAM_MODES]
+        calls.append(("runs.stream[subgraphs]", self.stream_subgraphs))
         calls += [
             ("threads.getState", self.get_state),
             ("threads.getHistory", lambda: c.threads.get_history(tid(), limit=3)),
@@ -157,6 +158,16 @@ class _Calls:
             return _drain(parts)
 
         return call
+
+    async def stream_subgraphs(self) -> _Drained:
+        parts = self.client.runs.stream(
+            self.thread_id,
+            ASSISTANT,
+            input=_input("stream subgraphs"),
+            stream_mode=["values", "updates"],
+            stream_subgraphs=True,
+        )
+        return await _drain(parts)
 
     async def create_thread(self) -> Any:
         thread = await self.client.threads.create(metadata=self.metadata)

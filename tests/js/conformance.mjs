@@ -114,6 +114,17 @@ function calls(client, ctx) {
         ),
     ]);
   }
+  list.push([
+    "runs.stream[subgraphs]",
+    () =>
+      drain(
+        client.runs.stream(ctx.threadId, ASSISTANT, {
+          input: input("stream subgraphs"),
+          streamMode: ["values", "updates"],
+          streamSubgraphs: true,
+        }),
+      ),
+  ]);
   list.push(
     [
       "threads.getState",
