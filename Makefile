@@ -8,8 +8,11 @@ UV := $(PYTHON) -m uv
 endif
 VENV := .venv
 STAMP := $(VENV)/.foldwise-installed
+# The JS SDK conformance test (tests/test_sdk_conformance.py) uses tests/js/node_modules.
+JS_DIR := tests/js
+JS_STAMP := $(JS_DIR)/node_modules/.foldwise-installed
 
-.PHONY: demo test lint format typecheck pytest bench install clean
+.PHONY: demo test lint format typecheck pytest bench install install-js clean
 
 $(STAMP): pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
@@ -17,6 +20,17 @@ $(STAMP): pyproject.toml uv.lock
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# npm ci from the committed lock file (npm's cache makes repeats fast); without npm the JS
+# conformance test skips and says why.
+$(JS_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then \
+		npm ci --prefix $(JS_DIR) --prefer-offline --no-audit --no-fund && touch $(JS_STAMP); \
+	else \
+		echo "node/npm not found: the JS SDK conformance test will be skipped"; \
+	fi
+
+install-js: $(JS_STAMP)
 
 demo: $(STAMP)
 	$(UV) run --frozen foldwise demo
@@ -29,7 +43,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(UV) run --frozen mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(JS_STAMP)
 	$(UV) run --frozen pytest -q
 
 test: lint typecheck pytest
