@@ -28,9 +28,10 @@ from fastapi.responses import StreamingResponse
 
 from foldwise.errors import ThreadNotFoundError
 from foldwise.gateway._deps import Gateway, GatewayDep, ThreadIdDep, require_thread
-from foldwise.gateway._errors import RequestFieldError, RunNotFoundError
+from foldwise.gateway._errors import RunNotFoundError
+from foldwise.gateway._inputs import parse_run_input
 from foldwise.gateway._manager import ActiveRun, RunSpec
-from foldwise.gateway._messages import check_values, parse_input_messages
+from foldwise.gateway._messages import check_values
 from foldwise.gateway._schemas import OffsetQuery, PageQuery, RunCreate
 from foldwise.gateway._serde import JSONResponse, sse_frame
 from foldwise.gateway.storage import RunRecord, ThreadExistsError, validate_run_id
@@ -51,15 +52,7 @@ async def _start(gateway: Gateway, thread_id: str, body: RunCreate, *, stream: b
     check_values(body.metadata, "metadata")
     model_name, model_field = body.requested_model()
     gateway.agents.resolve(body.assistant_id, model_name, field=model_field)
-    run_input = body.input
-    if run_input is None:
-        raise RequestFieldError("input", 'required: {"messages": [...]}')
-    extra = sorted(set(run_input) - {"messages"})
-    if extra:
-        raise RequestFieldError(
-            f"input.{extra[0]}", "only input.messages is accepted; other channels are the agent's"
-        )
-    messages = parse_input_messages(run_input.get("messages"))
+    parsed = parse_run_input(body.input, body.command, body.checkpoint, body.checkpoint_id)
     record = await gateway.storage.get_thread(thread_id)
     if record is None:
         if body.if_not_exists != "create":
@@ -72,7 +65,10 @@ async def _start(gateway: Gateway, thread_id: str, body: RunCreate, *, stream: b
         assistant_id=body.assistant_id,
         model_name=model_name,
         hosted=hosted,
-        messages=messages,
+        messages=parsed.messages,
+        command=parsed.command,
+        checkpoint_id=parsed.checkpoint_id,
+        stream_subgraphs=body.stream_subgraphs,
         stream_modes=modes,
         durability=body.durability,
         recursion_limit=body.recursion_limit(),
