@@ -29,7 +29,13 @@ from foldwise.gateway._errors import GatewayClosingError, LeaseLostError, Reques
 from foldwise.gateway._faults import pause_after_checkpoint
 from foldwise.gateway._leases import ThreadLeases, lease_of
 from foldwise.gateway._messages import check_tool_results, interrupted_results
-from foldwise.gateway._stream import EventBuffer, StreamTranslator, graph_stream_modes
+from foldwise.gateway._stream import (
+    EventBuffer,
+    StreamTranslator,
+    graph_stream_modes,
+    scrub,
+    summarizer_chunk,
+)
 from foldwise.gateway.storage import GatewayStorage, RunStatus
 from foldwise.messages import analyze_tool_pairing
 
@@ -286,22 +292,46 @@ class RunManager:
         run.task = asyncio.create_task(self._execute(run, config), name=f"foldwise-run-{run_id}")
         return run
 
-    async def _consume(self, run: ActiveRun, config: RunnableConfig) -> None:
+    @staticmethod
+    async def _chunks(
+        run: ActiveRun, config: RunnableConfig
+    ) -> AsyncIterator[tuple[tuple[str, ...], str, Any]]:
+        """The graph's `(namespace, mode, chunk)` stream; `events` mode publishes the rest.
+
+        With `events`, the graph runs under `astream_events` (v2): the root's `on_chain_stream`
+        events carry the stream-mode chunks, every other event goes to the client as an
+        `events` event, except the summarizer's.
+        """
         spec = run.spec
-        kwargs: dict[str, Any] = {"stream_mode": graph_stream_modes(spec.stream_modes)}
+        kwargs: dict[str, Any] = {
+            "stream_mode": graph_stream_modes(spec.stream_modes),
+            "subgraphs": True,
+        }
         if spec.durability is not None:
             kwargs["durability"] = spec.durability
-        translator = StreamTranslator(spec.stream_modes, run.publish)
         graph = spec.hosted.graph
-        stream = graph.astream(run.graph_input, config, subgraphs=True, **kwargs)
-        async for namespace, mode, chunk in stream:
+        if "events" not in spec.stream_modes:
+            async for item in graph.astream(run.graph_input, config, **kwargs):
+                yield item
+            return
+        events = graph.astream_events(run.graph_input, config, version="v2", **kwargs)
+        async for event in events:
+            if event["event"] == "on_chain_stream" and event.get("run_id") == run.run_id:
+                yield event["data"]["chunk"]
+            elif not summarizer_chunk(event):
+                run.publish("events", scrub(event))
+
+    async def _consume(self, run: ActiveRun, config: RunnableConfig) -> None:
+        spec = run.spec
+        translator = StreamTranslator(spec.stream_modes, run.publish)
+        async for namespace, mode, chunk in self._chunks(run, config):
             if namespace and not spec.stream_subgraphs:
                 continue
             if mode == "values" and not namespace:
                 if isinstance(chunk, Mapping) and set(chunk) == {_INTERRUPT}:
                     run.final_values = {**(run.final_values or {}), **chunk}
                 else:
-                    await pause_after_checkpoint(graph, run.recorder, chunk)  # tests only
+                    await pause_after_checkpoint(spec.hosted.graph, run.recorder, chunk)  # tests
                     await run.recorder.values(chunk)
                     run.final_values = chunk
             translator.feed(namespace, mode, chunk)

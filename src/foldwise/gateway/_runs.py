@@ -4,7 +4,9 @@ Both create a run on the thread (one at a time: a second gets 409 with `Retry-Af
 the input in the transcript, and execute the agent in the background. `/runs/wait` answers
 with the final state values; `/runs/stream` sends Server-Sent Events: `metadata` first, then
 one event per chunk of each requested mode (`values`, `updates`, `messages` for
-`messages-tuple`, `custom`), `error` if the run failed, and `end`. The summarizer's tokens never
+`messages-tuple`, `messages/metadata|partial|complete` for the legacy `messages`, `custom`,
+`debug`, `tasks`, `checkpoints`, `events`; `mode|namespace` for subgraphs with
+`stream_subgraphs`), `error` if the run failed, and `end`. The summarizer's tokens never
 appear: its calls are tagged `nostream`, and chunks tagged `foldwise:summarize` are dropped.
 
 Slow clients: the run never waits for its streaming client. Each stream buffers at most

@@ -41,6 +41,7 @@ SUPPORTED_STREAM_MODES = (
     "debug",
     "tasks",
     "checkpoints",
+    "events",
 )
 """Stream modes of `POST /threads/{id}/runs/stream`."""
 
