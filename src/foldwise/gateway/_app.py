@@ -16,7 +16,16 @@ from functools import partial
 from fastapi import FastAPI
 
 from foldwise.config import FoldwiseConfig, load_config
-from foldwise.gateway import _audit_log, _compact, _context, _health, _runs, _threads
+from foldwise.gateway import (
+    _audit_log,
+    _background,
+    _compact,
+    _context,
+    _health,
+    _runs,
+    _stateless,
+    _threads,
+)
 from foldwise.gateway._agents import AgentFactory, AgentRegistry
 from foldwise.gateway._checkpointer import open_checkpointer
 from foldwise.gateway._deps import Gateway
@@ -79,6 +88,7 @@ def create_app(
                     EventBuffer, max_events=stream_buffer_events, max_bytes=stream_buffer_bytes
                 )
                 runs = RunManager(storage, leases, new_buffer=new_buffer)
+                await runs.recover()  # runs a dead worker left `running` end `interrupted`
                 app.state.gateway = Gateway(config, storage, checkpointer, agents, leases, runs)
                 logger.info(
                     "foldwise gateway ready (storage: %s, assistants: %s)",
@@ -100,7 +110,8 @@ def create_app(
         default_response_class=JSONResponse,
     )
     install_error_handlers(app)
-    for module in (_health, _threads, _runs, _compact, _audit_log, _context):
+    routers = (_health, _threads, _runs, _background, _stateless, _compact, _audit_log, _context)
+    for module in routers:
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.gateway.max_body_bytes)
     app.add_middleware(ErrorGuardMiddleware)  # outermost of ours: wraps the body limit too

@@ -22,10 +22,15 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from foldwise.errors import StorageError
+from foldwise.errors import StorageError, ThreadNotFoundError
 from foldwise.gateway._active import ActiveRun, RunSpec
 from foldwise.gateway._capture import TranscriptRecorder
-from foldwise.gateway._errors import GatewayClosingError, LeaseLostError, RequestFieldError
+from foldwise.gateway._errors import (
+    BusyError,
+    GatewayClosingError,
+    LeaseLostError,
+    RequestFieldError,
+)
 from foldwise.gateway._faults import pause_after_checkpoint
 from foldwise.gateway._leases import ThreadLeases, lease_of
 from foldwise.gateway._messages import check_tool_results, interrupted_results
@@ -36,7 +41,7 @@ from foldwise.gateway._stream import (
     scrub,
     summarizer_chunk,
 )
-from foldwise.gateway.storage import GatewayStorage, RunStatus
+from foldwise.gateway.storage import GatewayStorage, RunRecord, RunStatus
 from foldwise.messages import analyze_tool_pairing
 
 __all__ = ["ActiveRun", "RunManager", "RunSpec"]
@@ -46,6 +51,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _CLEANUP_SECONDS = 10.0
 _INTERRUPT = "__interrupt__"
+_DEAD_WORKER = "the worker running it stopped"
+_RECOVER_PAGE = 1000
 
 
 def _head_id(snapshot: Any) -> str | None:
@@ -120,7 +127,7 @@ class RunManager:
         for record in await self.storage.list_runs(thread_id, limit=20):
             if record.status == "running" and record.run_id not in self._active:
                 await self.storage.finish_run(
-                    record.run_id, "interrupted", "the worker running it stopped (lease expired)"
+                    record.run_id, "interrupted", f"{_DEAD_WORKER} (lease expired)"
                 )
 
     async def reconcile_transcript(self, thread_id: str, graph: Any) -> int:
@@ -399,6 +406,52 @@ class RunManager:
                 run.publish("error", error_data, closing=True)
             run.publish("end", {"run_id": run.run_id, "status": status}, closing=True)
             run.close_streams()
+
+    # -- run lifecycle across processes -------------------------------------------------------
+
+    async def settle(self, record: RunRecord) -> RunRecord:
+        """`record`, finished `interrupted` if it says `running` but no worker runs it.
+
+        A live run always holds its thread's lease (taken before its row is created, released
+        after it is finished), so a `running` row whose thread lease is not its own is a run
+        whose worker died.
+        """
+        if record.status != "running" or record.run_id in self._active:
+            return record
+        lock = await self.storage.get_thread_lock(record.thread_id)
+        if lock is not None and lock.holder == record.run_id:
+            return record  # another worker runs it (its lease lapses if that worker died)
+        await self.storage.finish_run(record.run_id, "interrupted", _DEAD_WORKER)
+        return await self.storage.get_run(record.run_id) or record
+
+    async def recover(self) -> int:
+        """At start-up: finish the runs of dead workers and free their threads.
+
+        Every thread marked busy whose lease is free gets its `running` runs finished
+        `interrupted` and its status set back to idle; threads a live worker holds are left
+        alone. Returns how many threads were recovered.
+        """
+        recovered = 0
+        busy = await self.storage.search_threads(status="busy", limit=_RECOVER_PAGE)
+        for thread in busy:
+            try:
+                async with self.exclusive(thread.thread_id, "recover"):
+                    await self.storage.update_thread(thread.thread_id, status="idle")
+                    recovered += 1
+            except (BusyError, ThreadNotFoundError):
+                continue
+        if recovered:
+            logger.warning("recovered %d thread(s) left busy by a stopped worker", recovered)
+        return recovered
+
+    async def interrupt_thread(self, thread_id: str) -> None:
+        """Cancel this process's runs of the thread and wait for them to end (`interrupt`)."""
+        runs = [r for r in self._active.values() if r.thread_id == thread_id]
+        for run in runs:
+            run.cancel()
+        for run in runs:
+            with contextlib.suppress(BaseException):
+                await run.wait()
 
     # -- shutdown ------------------------------------------------------------------------------
 

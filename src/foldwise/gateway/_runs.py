@@ -36,9 +36,10 @@ from foldwise.gateway._manager import ActiveRun, RunSpec
 from foldwise.gateway._messages import check_values
 from foldwise.gateway._schemas import OffsetQuery, PageQuery, RunCreate
 from foldwise.gateway._serde import JSONResponse, sse_frame
+from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway.storage import RunRecord, ThreadExistsError, validate_run_id
 
-__all__ = ["router"]
+__all__ = ["location", "router", "run_json", "sse_events", "start_run", "thread_run"]
 
 router = APIRouter(tags=["runs"])
 
@@ -46,10 +47,25 @@ SSE_HEARTBEAT_SECONDS = 10.0
 """An SSE comment is sent when a run has been silent this long (keeps proxies from timing out)."""
 
 
-async def _start(gateway: Gateway, thread_id: str, body: RunCreate, *, stream: bool) -> ActiveRun:
+async def start_run(
+    gateway: Gateway, thread_id: str, body: RunCreate, *, stream: bool, background: bool = False
+) -> ActiveRun:
+    """Validate a run body and start the run on the thread.
+
+    Args:
+        gateway: The gateway.
+        thread_id: The thread (created first if `if_not_exists: "create"`).
+        body: The request body.
+        stream: The caller streams the run (a buffer is made for it).
+        background: A background run: it streams its modes to clients that join it.
+
+    Raises:
+        RequestFieldError: An invalid or unsupported field (422).
+        BusyError: The thread is busy and `multitask_strategy` is `reject` (409).
+    """
     body.check_supported()
     modes = body.stream_modes()  # validated for /runs/wait too, where it is not used
-    if not stream:
+    if not (stream or background):
         modes = []
     check_values(body.metadata, "metadata")
     model_name, model_field = body.requested_model()
@@ -61,6 +77,8 @@ async def _start(gateway: Gateway, thread_id: str, body: RunCreate, *, stream: b
             raise ThreadNotFoundError(thread_id)
         with contextlib.suppress(ThreadExistsError):
             await gateway.storage.create_thread(thread_id, {})
+    if body.multitask_strategy == "interrupt":
+        await gateway.runs.interrupt_thread(thread_id)
     hosted = gateway.agents.get(body.assistant_id, model_name)
     spec = RunSpec(
         thread_id=thread_id,
@@ -79,7 +97,8 @@ async def _start(gateway: Gateway, thread_id: str, body: RunCreate, *, stream: b
     return await gateway.runs.start(spec, stream=stream)
 
 
-def _location(run: ActiveRun) -> dict[str, str]:
+def location(run: ActiveRun) -> dict[str, str]:
+    """The `Content-Location` header naming a run."""
     return {"Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}"}
 
 
@@ -89,22 +108,27 @@ async def wait_run(gateway: GatewayDep, thread_id: ThreadIdDep, body: RunCreate)
 
     A failed run answers with the error's status and `{detail}` naming the run.
     """
-    run = await _start(gateway, thread_id, body, stream=False)
+    run = await start_run(gateway, thread_id, body, stream=False)
     await run.wait()
     error = run.outcome_error()
     if error is not None:
         raise error
-    return JSONResponse(run.final_values or {}, headers=_location(run))
+    return JSONResponse(run.final_values or {}, headers=location(run))
 
 
-async def _events(run: ActiveRun, on_disconnect: str) -> AsyncIterator[bytes]:
-    buffer = run.queue
-    assert buffer is not None
+async def sse_events(
+    run: ActiveRun, buffer: EventBuffer, on_disconnect: str, *, metadata: bool = True
+) -> AsyncIterator[bytes]:
+    """A run's SSE frames from `buffer` (after a `metadata` event), with heartbeats.
+
+    A client that goes away stops receiving; with `on_disconnect="cancel"` the run stops too.
+    """
     finished = False
     try:
-        yield sse_frame(
-            "metadata", {"run_id": run.run_id, "thread_id": run.thread_id, "attempt": 1}
-        )
+        if metadata:
+            yield sse_frame(
+                "metadata", {"run_id": run.run_id, "thread_id": run.thread_id, "attempt": 1}
+            )
         while True:
             try:
                 frame = await asyncio.wait_for(buffer.get(), SSE_HEARTBEAT_SECONDS)
@@ -120,6 +144,7 @@ async def _events(run: ActiveRun, on_disconnect: str) -> AsyncIterator[bytes]:
     finally:
         if not finished:
             run.detach()
+            run.unattach(buffer)
             if on_disconnect == "cancel":
                 run.cancel()
 
@@ -131,16 +156,18 @@ async def stream_run(gateway: GatewayDep, thread_id: ThreadIdDep, body: RunCreat
     If the client disconnects the run continues (`on_disconnect: "continue"`, the default) or is
     cancelled (`"cancel"`); either way the thread stays consistent.
     """
-    run = await _start(gateway, thread_id, body, stream=True)
-    headers = {**_location(run), "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    run = await start_run(gateway, thread_id, body, stream=True)
+    headers = {**location(run), "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    assert run.queue is not None
     return StreamingResponse(
-        _events(run, body.on_disconnect or "continue"),
+        sse_events(run, run.queue, body.on_disconnect or "continue"),
         media_type="text/event-stream",
         headers=headers,
     )
 
 
-def _run_json(record: RunRecord) -> dict[str, Any]:
+def run_json(record: RunRecord) -> dict[str, Any]:
+    """A run as LangGraph Server returns it (`langgraph_sdk.schema.Run`)."""
     return {
         "run_id": record.run_id,
         "thread_id": record.thread_id,
@@ -165,7 +192,7 @@ async def list_runs(
     """The thread's runs and manual compactions, newest first."""
     await require_thread(gateway, thread_id)
     records = await gateway.storage.list_runs(thread_id, limit=limit, offset=offset)
-    return JSONResponse([_run_json(r) for r in records])
+    return JSONResponse([run_json(r) for r in records])
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}")
@@ -173,7 +200,19 @@ async def get_run(gateway: GatewayDep, thread_id: ThreadIdDep, run_id: str) -> R
     """One run of the thread."""
     validate_run_id(run_id)
     await require_thread(gateway, thread_id)
+    return JSONResponse(run_json(await thread_run(gateway, thread_id, run_id)))
+
+
+async def thread_run(gateway: Gateway, thread_id: str, run_id: str) -> RunRecord:
+    """The run's record, settled (a dead worker's run reads `interrupted`, not `running`).
+
+    The caller has checked the thread (`require_thread`).
+
+    Raises:
+        RunNotFoundError: No such run on this thread (404).
+    """
+    validate_run_id(run_id)
     record = await gateway.storage.get_run(run_id)
     if record is None or record.thread_id != thread_id:
         raise RunNotFoundError(run_id)
-    return JSONResponse(_run_json(record))
+    return await gateway.runs.settle(record)
