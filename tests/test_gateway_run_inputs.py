@@ -15,7 +15,13 @@ from langgraph.types import interrupt
 from langgraph_sdk.client import LangGraphClient
 
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, scripted_factory, user
+from tests.support.gateway import (
+    gateway_config,
+    is_summarizer_call,
+    open_gateway,
+    scripted_factory,
+    user,
+)
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 
@@ -150,3 +156,45 @@ async def test_input_null_on_a_new_thread_is_422(tmp_path: Path) -> None:
             await client.runs.wait(thread, "agent", input=None)
         assert caught.value.response.status_code == 422
         assert "input" in caught.value.response.text
+
+
+async def test_a_fork_before_a_compaction_sees_the_messages_it_had(tmp_path: Path) -> None:
+    compacting = {
+        "summarization": {
+            "trigger": {"type": "messages", "value": 4},
+            "keep": {"type": "messages", "value": 1},
+            "min_gain_tokens": 0,
+            "preserve_human": {"mode": "latest"},
+        }
+    }
+
+    def brain(messages: list[BaseMessage]) -> str:
+        return "SUMMARY" if is_summarizer_call(messages) else f"re: {messages[-1].content}"
+
+    factory = scripted_factory(ScriptedChatModel(default=brain))
+    config = gateway_config(tmp_path, compacting)
+    async with open_gateway(config, factory) as (_, app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            client = LangGraphClient(http)
+            thread = (await client.threads.create())["thread_id"]
+            for text in ("one", "two", "three"):
+                await client.runs.wait(thread, "agent", input=user(text))
+            head = await client.threads.get_state(thread)
+            assert head["values"]["compactions"], "the thread should have compacted"
+            before = await transcript(client, thread)
+            history = await client.threads.get_history(thread, limit=100)
+            early = next(
+                s
+                for s in history
+                if not s["values"].get("compactions")
+                and contents(s["values"]) == ["one", "re: one"]
+            )
+            forked = await client.runs.wait(
+                thread, "agent", input=user("edit"), checkpoint=early["checkpoint"]
+            )
+            assert contents(forked) == ["one", "re: one", "edit", "re: edit"]
+            assert not forked.get("compactions")
+            after = await transcript(client, thread)
+            assert after[: len(before)] == before  # append-only
+            assert after[len(before) :] == ["edit", "re: edit"]
