@@ -202,3 +202,21 @@ async def until_async(read: Any, expected: Any) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("condition never held")
+
+
+async def test_batch_starts_thread_and_stateless_runs(tmp_path: Path) -> None:
+    async with sdk_gateway(tmp_path, ScriptedChatModel(default="ok")) as (client, _):
+        thread = (await client.threads.create())["thread_id"]
+        runs = await client.runs.create_batch(
+            [
+                {"assistant_id": "agent", "thread_id": thread, "input": user("a")},
+                {"assistant_id": "agent", "input": user("b")},
+            ]
+        )
+        assert [r["thread_id"] == thread for r in runs] == [True, False]
+        values = await client.runs.join(thread, runs[0]["run_id"])
+        assert contents(values) == ["a", "ok"]
+        with pytest.raises(httpx.HTTPStatusError) as caught:
+            await client.runs.create_batch([{"assistant_id": "agent", "webhook": "http://x"}])
+        assert caught.value.response.status_code == 422
+        assert caught.value.response.json()["detail"].startswith("[0].webhook")

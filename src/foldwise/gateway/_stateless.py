@@ -1,6 +1,10 @@
 """Stateless runs, LangGraph-Server shaped: `POST /runs`, `/runs/wait`, `/runs/stream`.
 
-Each runs on a new ephemeral thread, which is deleted (checkpoints, transcript, runs,
+`POST /runs/batch` starts several background runs at once: each item is a run body, with a
+`thread_id` to run on that thread, without one to run stateless; items start in order, and
+the first invalid one answers 422 (naming `[index].field`), the ones before it running on.
+
+Each stateless run runs on a new ephemeral thread, which is deleted (checkpoints, transcript, runs,
 artifacts) once the run ends, unless the body says `on_completion: "keep"`; the run's
 `thread_id` (in the `metadata` event, the run object and `Content-Location`) then names it.
 `/runs/wait` deletes before it answers; the others delete in the background after the run.
@@ -12,18 +16,21 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Body, Response
 from fastapi.responses import StreamingResponse
 
 from foldwise.errors import FoldwiseError
 from foldwise.gateway._active import ActiveRun
-from foldwise.gateway._deps import Gateway, GatewayDep
+from foldwise.gateway._deps import Gateway, GatewayDep, require_thread
+from foldwise.gateway._errors import RequestFieldError
 from foldwise.gateway._runs import location, run_json, sse_events, start_run
 from foldwise.gateway._schemas import RunCreate
 from foldwise.gateway._serde import JSONResponse
+from foldwise.gateway.storage import validate_thread_id
 
-__all__ = ["router"]
+__all__ = ["MAX_BATCH", "BatchRunCreate", "router"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,3 +107,45 @@ async def stateless_create(gateway: GatewayDep, body: RunCreate) -> Response:
     assert record is not None  # created by start_run
     _cleanup_later(gateway, run, body)
     return JSONResponse(run_json(record), headers=location(run))
+
+
+class BatchRunCreate(RunCreate):
+    """One item of `POST /runs/batch`: a run body, with the thread to run on (or none)."""
+
+    thread_id: str | None = None
+
+
+MAX_BATCH = 100
+"""Most runs one `POST /runs/batch` starts."""
+
+
+async def _start_item(gateway: Gateway, body: BatchRunCreate) -> ActiveRun:
+    if body.thread_id is None:
+        run = await _start(gateway, body, stream=False, background=True)
+        _cleanup_later(gateway, run, body)
+        return run
+    try:
+        thread_id = validate_thread_id(body.thread_id)
+    except ValueError as error:
+        raise RequestFieldError("thread_id", str(error)) from None
+    await require_thread(gateway, thread_id)
+    return await start_run(gateway, thread_id, body, stream=False, background=True)
+
+
+@router.post("/runs/batch")
+async def batch_create(
+    gateway: GatewayDep,
+    bodies: Annotated[list[BatchRunCreate], Body(max_length=MAX_BATCH)],
+) -> Response:
+    """Start several background runs; answer with them, in order."""
+    runs = []
+    for index, body in enumerate(bodies):
+        try:
+            run = await _start_item(gateway, body)
+        except RequestFieldError as error:
+            reason = str(error).removeprefix(f"{error.field}: ")
+            raise RequestFieldError(f"[{index}].{error.field}", reason) from None
+        record = await gateway.storage.get_run(run.run_id)
+        assert record is not None  # created by start_run
+        runs.append(run_json(record))
+    return JSONResponse(runs)
