@@ -131,6 +131,8 @@ async def test_command_resume_answers_an_interrupt(tmp_path: Path) -> None:
         done = await client.runs.wait(thread, "agent", command={"resume": "yes"})
         assert contents(done)[-2:] == ["deployed prod", "result: deployed prod"]
         assert "__interrupt__" not in done
+        runs = await client.runs.list(thread)
+        assert [r["status"] for r in runs] == ["success", "interrupted"]  # newest first
         # input: null continues nothing on a finished thread, and changes nothing.
         same = await client.runs.wait(thread, "agent", input=None)
         assert contents(same) == contents(done)

@@ -68,6 +68,8 @@ class ActiveRun:
     error: BaseException | None = None
     final_values: Any = None
     lease_lost: bool = False
+    paused: bool = False
+    """The graph stopped at an `interrupt()`: the run ends `interrupted`, without an error."""
 
     @property
     def thread_id(self) -> str:
@@ -120,7 +122,7 @@ class ActiveRun:
 
     def outcome_error(self) -> FoldwiseError | None:
         """The error to report for a finished run, if it did not succeed."""
-        if self.status == "success":
+        if self.status == "success" or self.paused:
             return None
         if self.lease_lost:
             return LeaseLostError(self.thread_id)

@@ -335,6 +335,8 @@ class RunManager:
             if namespace and not spec.stream_subgraphs:
                 continue
             if mode == "values" and not namespace:
+                if isinstance(chunk, Mapping) and _INTERRUPT in chunk:
+                    run.paused = True  # stopped at an `interrupt()`
                 if isinstance(chunk, Mapping) and set(chunk) == {_INTERRUPT}:
                     run.final_values = {**(run.final_values or {}), **chunk}
                 else:
@@ -353,6 +355,8 @@ class RunManager:
         status: RunStatus = "success"
         try:
             await self._consume(run, config)
+            if run.paused:
+                status = "interrupted"  # as LangGraph Server: waiting for `command.resume`
         except asyncio.CancelledError:
             status = "error" if run.lease_lost else "interrupted"
             logger.warning("run %s on thread %s stopped (%s)", run.run_id, run.thread_id, status)
