@@ -68,6 +68,8 @@ class ActiveRun:
     error: BaseException | None = None
     final_values: Any = None
     lease_lost: bool = False
+    stopping: bool = False
+    """`cancel` was called: later calls (a second lease-loss signal) must not cancel the cleanup."""
     paused: bool = False
     """The graph stopped at an `interrupt()`: the run ends `interrupted`, without an error."""
 
@@ -111,8 +113,9 @@ class ActiveRun:
         self.queue = None
 
     def cancel(self) -> None:
-        """Stop the run; it ends `interrupted` with its completed steps kept."""
-        if self.task is not None and not self.task.done():
+        """Stop the run (once); it ends `interrupted` with its completed steps kept."""
+        if self.task is not None and not self.task.done() and not self.stopping:
+            self.stopping = True
             self.task.cancel()
 
     async def wait(self) -> None:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -302,7 +302,7 @@ class RunManager:
     @staticmethod
     async def _chunks(
         run: ActiveRun, config: RunnableConfig
-    ) -> AsyncIterator[tuple[tuple[str, ...], str, Any]]:
+    ) -> AsyncGenerator[tuple[tuple[str, ...], str, Any], None]:
         """The graph's `(namespace, mode, chunk)` stream; `events` mode publishes the rest.
 
         With `events`, the graph runs under `astream_events` (v2): the root's `on_chain_stream`
@@ -318,32 +318,41 @@ class RunManager:
             kwargs["durability"] = spec.durability
         graph = spec.hosted.graph
         if "events" not in spec.stream_modes:
-            async for item in graph.astream(run.graph_input, config, **kwargs):
-                yield item
+            # Closed here, not by the garbage collector: its last writes happen inside the run.
+            async with contextlib.aclosing(graph.astream(run.graph_input, config, **kwargs)) as it:
+                async for item in it:
+                    yield item
             return
         events = graph.astream_events(run.graph_input, config, version="v2", **kwargs)
-        async for event in events:
-            if event["event"] == "on_chain_stream" and event.get("run_id") == run.run_id:
-                yield event["data"]["chunk"]
-            elif not summarizer_chunk(event):
-                run.publish("events", scrub(event))
+        async with contextlib.aclosing(events) as it:
+            async for event in it:
+                if event["event"] == "on_chain_stream" and event.get("run_id") == run.run_id:
+                    yield event["data"]["chunk"]
+                elif not summarizer_chunk(event):
+                    run.publish("events", scrub(event))
+
+    @staticmethod
+    async def _values(run: ActiveRun, chunk: Any) -> None:
+        """Record a root `values` chunk; an `__interrupt__` one marks the run paused."""
+        if isinstance(chunk, Mapping) and _INTERRUPT in chunk:
+            run.paused = True  # stopped at an `interrupt()`
+        if isinstance(chunk, Mapping) and set(chunk) == {_INTERRUPT}:
+            run.final_values = {**(run.final_values or {}), **chunk}
+            return
+        await pause_after_checkpoint(run.spec.hosted.graph, run.recorder, chunk)  # tests only
+        await run.recorder.values(chunk)
+        run.final_values = chunk
 
     async def _consume(self, run: ActiveRun, config: RunnableConfig) -> None:
         spec = run.spec
         translator = StreamTranslator(spec.stream_modes, run.publish)
-        async for namespace, mode, chunk in self._chunks(run, config):
-            if namespace and not spec.stream_subgraphs:
-                continue
-            if mode == "values" and not namespace:
-                if isinstance(chunk, Mapping) and _INTERRUPT in chunk:
-                    run.paused = True  # stopped at an `interrupt()`
-                if isinstance(chunk, Mapping) and set(chunk) == {_INTERRUPT}:
-                    run.final_values = {**(run.final_values or {}), **chunk}
-                else:
-                    await pause_after_checkpoint(spec.hosted.graph, run.recorder, chunk)  # tests
-                    await run.recorder.values(chunk)
-                    run.final_values = chunk
-            translator.feed(namespace, mode, chunk)
+        async with contextlib.aclosing(self._chunks(run, config)) as chunks:
+            async for namespace, mode, chunk in chunks:
+                if namespace and not spec.stream_subgraphs:
+                    continue
+                if mode == "values" and not namespace:
+                    await self._values(run, chunk)
+                translator.feed(namespace, mode, chunk)
 
     async def _execute(self, run: ActiveRun, config: RunnableConfig) -> None:
         def on_lost() -> None:
