@@ -220,3 +220,30 @@ async def test_batch_starts_thread_and_stateless_runs(tmp_path: Path) -> None:
             await client.runs.create_batch([{"assistant_id": "agent", "webhook": "http://x"}])
         assert caught.value.response.status_code == 422
         assert caught.value.response.json()["detail"].startswith("[0].webhook")
+
+
+async def test_a_resumable_run_replays_after_last_event_id(tmp_path: Path) -> None:
+    gate = Gate()
+    async with sdk_gateway(tmp_path, gated(gate)) as (client, app):
+        thread = (await client.threads.create())["thread_id"]
+        run = await client.runs.create(
+            thread, "agent", input=user("hi"), stream_mode="values", stream_resumable=True
+        )
+        await gate.wait_entered()  # the input's `values` event (id 1) went out already
+        active = app.state.gateway.runs.active[run["run_id"]]
+
+        async def join(**options: Any) -> list[Any]:
+            parts = client.runs.join_stream(thread, run["run_id"], **options)
+            return [p async for p in parts]
+
+        resumed = asyncio.create_task(join(last_event_id="0"))
+        live = asyncio.create_task(join())
+        await until(lambda: len(active.listeners) == 2)
+        gate.release()
+        replayed, fresh = await resumed, await live
+        ids = [int(p.id) for p in replayed]
+        assert ids == sorted(ids) and ids[0] == 1
+        assert contents(replayed[0].data) == ["hi"]
+        assert [p.event for p in replayed][-1] == "end"
+        # Without Last-Event-ID a client gets the events from the moment it joined.
+        assert [int(p.id) for p in fresh] == ids[1:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,14 @@ from foldwise.gateway._errors import LeaseLostError, RunFailedError, RunInterrup
 from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway.storage import RunStatus
 
-__all__ = ["ActiveRun", "RunSpec"]
+__all__ = ["REPLAY_EVENTS", "ActiveRun", "RunSpec"]
+
+REPLAY_EVENTS = 10_000
+"""Events a resumable run keeps for clients that rejoin with `Last-Event-ID`."""
+
+
+def _wanted(event: str, events: frozenset[str] | None) -> bool:
+    return events is None or event.split("|")[0] in events
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,8 @@ class RunSpec:
         command: LangGraph `Command` arguments (`resume`, `goto`); `messages` go in its update.
         checkpoint_id: The checkpoint to run from (`None`: the head; an earlier one forks).
         stream_subgraphs: Stream the events of subgraphs too.
+        resumable: Number the events and keep the last `REPLAY_EVENTS` of them, so a client
+            can rejoin with `Last-Event-ID` while the run is live (`stream_resumable`).
     """
 
     thread_id: str
@@ -50,6 +60,7 @@ class RunSpec:
     command: Mapping[str, Any] | None = None
     checkpoint_id: str | None = None
     stream_subgraphs: bool = False
+    resumable: bool = False
 
 
 @dataclass(eq=False)
@@ -71,6 +82,9 @@ class ActiveRun:
     stopping: bool = False
     """`cancel` was called: later calls (a second lease-loss signal) must not cancel the cleanup."""
     paused: bool = False
+    log: deque[tuple[int, str, Any]] = field(default_factory=lambda: deque(maxlen=REPLAY_EVENTS))
+    """A resumable run's last events, numbered, for `replay`."""
+    next_event_id: int = 1
     """The graph stopped at an `interrupt()`: the run ends `interrupted`, without an error."""
 
     @property
@@ -84,11 +98,22 @@ class ActiveRun:
         The buffer is bounded: a client too far behind gets an `error` event and its stream
         ends, while the run goes on (see `EventBuffer`).
         """
+        event_id = None
+        if self.spec.resumable:
+            event_id = self.next_event_id
+            self.next_event_id += 1
+            self.log.append((event_id, event, data))
         if self.queue is not None:
-            self.queue.put(event, data, closing=closing)
+            self.queue.put(event, data, closing=closing, event_id=event_id)
         for buffer, events in self.listeners:
-            if events is None or event.split("|")[0] in events or closing:
-                buffer.put(event, data, closing=closing)
+            if _wanted(event, events) or closing:
+                buffer.put(event, data, closing=closing, event_id=event_id)
+
+    def replay(self, buffer: EventBuffer, after: int, events: frozenset[str] | None = None) -> None:
+        """Queue the kept events numbered above `after` (a client's `Last-Event-ID`)."""
+        for event_id, event, data in self.log:
+            if event_id > after and _wanted(event, events):
+                buffer.put(event, data, event_id=event_id)
 
     def attach(self, buffer: EventBuffer, events: frozenset[str] | None = None) -> None:
         """Send the run's next events to another client too (`GET .../runs/{id}/stream`).

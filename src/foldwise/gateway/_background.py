@@ -11,7 +11,7 @@ joining its stream and cancelling it work in that process (with several workers,
 cancel that reaches another worker waits for the row to finish, or gets 409); there is no
 durable queue, so `multitask_strategy: enqueue` and `rollback` are refused (422), and a run
 whose worker died is reported `interrupted` (on the next read, and at start-up), never left
-`running`. Streams are not resumable: `Last-Event-ID` is ignored.
+`running`. `Last-Event-ID` resumption works while the run is live in the worker that runs it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
 from foldwise.gateway._deps import Gateway, GatewayDep, ThreadIdDep, require_thread
@@ -99,8 +99,13 @@ async def join_stream(
     run_id: str,
     stream_mode: Annotated[list[str] | None, Query()] = None,
     cancel_on_disconnect: bool = False,
+    last_event_id: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Stream the run's events from now until it ends (only `end` if it already has)."""
+    """Stream the run's events from now until it ends (only `end` if it already has).
+
+    A run started with `stream_resumable` numbers its events (SSE `id:`); a client that sends
+    `Last-Event-ID` first gets the kept events after that one, then the live ones.
+    """
     await require_thread(gateway, thread_id)
     record = await thread_run(gateway, thread_id, run_id)
     wanted = _wanted(stream_mode)
@@ -111,13 +116,23 @@ async def join_stream(
         end = sse_frame("end", {"run_id": run_id, "status": record.status})
         return Response(end, media_type="text/event-stream", headers=headers)
     buffer = gateway.runs.new_buffer(run_id, thread_id)
-    active.attach(buffer, wanted)
+    after = _event_number(last_event_id)
+    if after is not None:
+        active.replay(buffer, after, wanted)
+    active.attach(buffer, wanted)  # no await since the replay: no event falls in between
     on_disconnect = "cancel" if cancel_on_disconnect else "continue"
     return StreamingResponse(
         sse_events(active, buffer, on_disconnect, metadata=False),
         media_type="text/event-stream",
         headers=headers,
     )
+
+
+def _event_number(last_event_id: str | None) -> int | None:
+    try:
+        return None if last_event_id is None else int(last_event_id)
+    except ValueError:
+        return None  # not one of ours: stream from now
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel")

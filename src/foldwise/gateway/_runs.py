@@ -89,6 +89,7 @@ async def start_run(
         command=parsed.command,
         checkpoint_id=parsed.checkpoint_id,
         stream_subgraphs=body.stream_subgraphs,
+        resumable=body.stream_resumable,
         stream_modes=modes,
         durability=body.durability,
         recursion_limit=body.recursion_limit(),

@@ -85,17 +85,22 @@ class EventBuffer:
         """Bytes of frames held now."""
         return self._bytes
 
-    def put(self, event: str, data: Any, *, closing: bool = False) -> None:
+    def put(
+        self, event: str, data: Any, *, closing: bool = False, event_id: int | None = None
+    ) -> None:
         """Queue an event; end the stream instead if the client is too far behind.
 
         Args:
             event: The SSE event name.
             data: Its JSON-ready payload.
             closing: A closing frame of the run (`error`, `end`): queued whatever the bound.
+            event_id: The frame's SSE `id` (a resumable run numbers its events).
         """
         if self._closed:
             return
-        frame = sse_frame(event, jsonable(data))
+        frame = sse_frame(
+            event, jsonable(data), event_id=None if event_id is None else str(event_id)
+        )
         fits = len(self._frames) < self.max_events and self._bytes + len(frame) <= self.max_bytes
         if not (closing or fits or not self._frames):
             self._overflow()
