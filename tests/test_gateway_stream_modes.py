@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import httpx
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
@@ -17,6 +17,7 @@ from langgraph.graph.message import add_messages
 from langgraph_sdk.client import LangGraphClient
 
 from foldwise.gateway import AgentRequest, HostedAgent
+from foldwise.gateway._stream import StreamTranslator
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     gateway_config,
@@ -182,3 +183,23 @@ async def test_summarizer_tokens_reach_no_stream_mode(tmp_path: Path) -> None:
         assert chat_events, "the agent's own model calls are streamed"
         state = await client.threads.get_state(thread)
         assert state["values"]["summary_text"] == secret
+
+
+def test_legacy_messages_mode_accumulates_partial_messages() -> None:
+    sent: list[tuple[str, Any]] = []
+    translator = StreamTranslator(["messages"], lambda event, data: sent.append((event, data)))
+    meta = {"langgraph_node": "model", "tags": []}
+    translator.feed((), "messages", (AIMessageChunk("Hel", id="m1"), meta))
+    translator.feed((), "messages", (AIMessageChunk("lo", id="m1"), meta))
+    translator.feed((), "messages", (AIMessageChunk("SECRET", id="s1"), {"tags": ["nostream"]}))
+    translator.feed(("child:1",), "messages", (AIMessage("whole", id="m2"), meta))
+    assert [event for event, _ in sent] == [
+        "messages/metadata",
+        "messages/partial",
+        "messages/partial",
+        "messages/metadata|child:1",
+        "messages/complete|child:1",
+    ]
+    assert sent[0][1] == {"m1": {"metadata": meta}}
+    assert [m.content for m in sent[2][1]] == ["Hello"]
+    assert not isinstance(sent[2][1][0], AIMessageChunk)  # sent as a whole message
