@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,17 +16,39 @@ from langchain_core.messages import BaseMessage
 from langgraph_sdk.client import LangGraphClient
 
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import Gate, gateway_config, open_gateway, scripted_factory, user
+from tests.support.gateway import (
+    Gate,
+    drop_schema,
+    gateway_config,
+    open_gateway,
+    postgres_url,
+    scripted_factory,
+    user,
+)
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'gateway.db'}"
+        return
+    url, dsn, schema = postgres_url()
+    try:
+        yield url
+    finally:
+        drop_schema(dsn, schema)
+
+
 @asynccontextmanager
 async def sdk_gateway(
-    tmp_path: Path, model: ScriptedChatModel, **options: Any
+    tmp_path: Path, model: ScriptedChatModel, storage: str | None = None, **options: Any
 ) -> AsyncIterator[tuple[LangGraphClient, FastAPI]]:
     """The official SDK client talking to an in-process gateway (and the app)."""
-    config = gateway_config(tmp_path, QUIET)
+    config = gateway_config(
+        tmp_path, {**QUIET, **({"storage": {"url": storage}} if storage else {})}
+    )
     async with open_gateway(config, scripted_factory(model), **options) as (_, app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
@@ -137,10 +159,10 @@ async def test_multitask_strategies(tmp_path: Path) -> None:
         assert (await client.runs.get(thread, first["run_id"]))["status"] == "interrupted"
 
 
-async def test_a_dead_workers_run_is_marked_interrupted(tmp_path: Path) -> None:
+async def test_a_dead_workers_run_is_marked_interrupted(tmp_path: Path, storage_url: str) -> None:
     model = ScriptedChatModel(default="fine")
     dead_run = str(uuid.uuid4())
-    async with sdk_gateway(tmp_path, model) as (client, app):
+    async with sdk_gateway(tmp_path, model, storage_url) as (client, app):
         thread = (await client.threads.create())["thread_id"]
         storage = app.state.gateway.storage
         # What a killed worker leaves: a running row, a busy thread, an expired lease.
@@ -150,7 +172,7 @@ async def test_a_dead_workers_run_is_marked_interrupted(tmp_path: Path) -> None:
         await storage.create_run(thread, stale, "agent", "run")
         # Read while nobody holds the thread: the row is settled on the spot.
         assert (await client.runs.get(thread, stale))["status"] == "interrupted"
-    async with sdk_gateway(tmp_path, model) as (client, app):
+    async with sdk_gateway(tmp_path, model, storage_url) as (client, app):
         # Start-up finished it (the rows say so before any request reads them).
         storage = app.state.gateway.storage
         assert (await storage.get_run(dead_run)).status == "interrupted"
