@@ -200,3 +200,17 @@ async def test_a_fork_before_a_compaction_sees_the_messages_it_had(tmp_path: Pat
             after = await transcript(client, thread)
             assert after[: len(before)] == before  # append-only
             assert after[len(before) :] == ["edit", "re: edit"]
+
+
+async def test_editing_the_first_message_forks_from_the_first_checkpoint(tmp_path: Path) -> None:
+    async with sdk_gateway(tmp_path, scripted_factory(numbered())) as client:
+        thread = (await client.threads.create())["thread_id"]
+        await client.runs.wait(thread, "agent", input=user("one"))
+        await client.runs.wait(thread, "agent", input=user("two"))
+        history = await client.threads.get_history(thread, limit=50)
+        # agent-chat-ui edits a message from the parent of the state where it first appears.
+        first_seen = [s for s in history if contents(s["values"] or {"messages": []}) == ["one"]]
+        parent = first_seen[-1]["parent_checkpoint"]
+        forked = await client.runs.wait(thread, "agent", input=user("ONE"), checkpoint=parent)
+        assert contents(forked) == ["ONE", "answer 3 to ONE"]
+        assert (await transcript(client, thread))[-2:] == ["ONE", "answer 3 to ONE"]
