@@ -257,7 +257,7 @@ async def test_summarizer_tokens_never_reach_the_stream(tmp_path: Path) -> None:
         ),
         ({}, "input"),
         (
-            {"input": {"messages": [{"role": "user", "content": "x"}]}, "stream_mode": "debug"},
+            {"input": {"messages": [{"role": "user", "content": "x"}]}, "stream_mode": "bogus"},
             "stream_mode",
         ),
         (
@@ -269,7 +269,27 @@ async def test_summarizer_tokens_never_reach_the_stream(tmp_path: Path) -> None:
         ),
         (
             {"input": {"messages": [{"role": "user", "content": "x"}]}, "command": {"resume": 1}},
-            "command",
+            "input",
+        ),
+        ({"command": {"update": {"summary_text": "x"}}}, "command.update.summary_text"),
+        ({"command": {"goto": 3}}, "command.goto"),
+        ({"command": {"send": 3}}, "command.send"),
+        (
+            {"input": {"messages": [{"role": "user", "content": "x"}]}, "checkpoint_id": "nope"},
+            "checkpoint_id",
+        ),
+        (
+            {"input": user("x"), "checkpoint": {"checkpoint_id": "a", "checkpoint_ns": "sub"}},
+            "checkpoint.checkpoint_ns",
+        ),
+        ({"input": user("x"), "webhook": "http://example.com/hook"}, "webhook"),
+        ({"input": user("x"), "interrupt_before": ["tools"]}, "interrupt_before"),
+        (
+            {
+                "input": {"messages": [{"role": "user", "content": "x"}]},
+                "multitask_strategy": "rollback",
+            },
+            "multitask_strategy",
         ),
         (
             {"input": {"messages": [{"role": "user", "content": "x"}]}, "model_name": "gpt-9"},

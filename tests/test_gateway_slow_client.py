@@ -17,7 +17,7 @@ from langchain_core.outputs import ChatGenerationChunk
 
 from foldwise.gateway._manager import RunSpec
 from foldwise.gateway._messages import parse_input_messages
-from foldwise.gateway._runs import _events
+from foldwise.gateway._runs import sse_events
 from foldwise.gateway._stream import EventBuffer
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import gateway_config, open_gateway, parse_sse, scripted_factory
@@ -103,7 +103,8 @@ async def test_a_slow_client_reads_a_prefix_then_the_error_and_the_run_is_not_ca
         app,
     ):
         run = await _start(app, "slow")
-        stream = _events(run, "cancel")
+        assert run.queue is not None
+        stream = sse_events(run, run.queue, "cancel")
         first = [await anext(stream)]  # metadata, then the client stalls
         await run.wait()
         rest = [frame async for frame in stream]

@@ -19,10 +19,12 @@ from foldwise.config import FoldwiseConfig, load_config
 from foldwise.gateway import (
     _assistants,
     _audit_log,
+    _background,
     _compact,
     _context,
     _health,
     _runs,
+    _stateless,
     _threads,
 )
 from foldwise.gateway._agents import AgentFactory, AgentRegistry
@@ -89,6 +91,7 @@ def create_app(
                     EventBuffer, max_events=stream_buffer_events, max_bytes=stream_buffer_bytes
                 )
                 runs = RunManager(storage, leases, new_buffer=new_buffer)
+                await runs.recover()  # runs a dead worker left `running` end `interrupted`
                 app.state.gateway = Gateway(config, storage, checkpointer, agents, leases, runs)
                 logger.info(
                     "foldwise gateway ready (storage: %s, assistants: %s)",
@@ -110,7 +113,18 @@ def create_app(
         default_response_class=JSONResponse,
     )
     install_error_handlers(app)
-    for module in (_health, _threads, _runs, _compact, _audit_log, _context, _assistants):
+    routers = (
+        _health,
+        _threads,
+        _runs,
+        _background,
+        _stateless,
+        _compact,
+        _audit_log,
+        _context,
+        _assistants,
+    )
+    for module in routers:
         app.include_router(module.router)
     # Added innermost first. Outside in: error guard, Host check, CORS (so a 401 still carries
     # its headers and preflights need no key), auth, body limit, JSON whatever the type.

@@ -14,126 +14,66 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
 
-from foldwise.errors import FoldwiseError, StorageError
-from foldwise.gateway._agents import HostedAgent
+from foldwise.errors import StorageError, ThreadNotFoundError
+from foldwise.gateway._active import ActiveRun, RunSpec
 from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._errors import (
+    BusyError,
     GatewayClosingError,
     LeaseLostError,
     RequestFieldError,
-    RunFailedError,
-    RunInterruptedError,
 )
 from foldwise.gateway._faults import pause_after_checkpoint
 from foldwise.gateway._leases import ThreadLeases, lease_of
 from foldwise.gateway._messages import check_tool_results, interrupted_results
-from foldwise.gateway._stream import EventBuffer
-from foldwise.gateway.storage import GatewayStorage, RunStatus
-from foldwise.messages import analyze_tool_pairing, is_hidden
+from foldwise.gateway._stream import (
+    EventBuffer,
+    StreamTranslator,
+    graph_stream_modes,
+    scrub,
+    summarizer_chunk,
+)
+from foldwise.gateway.storage import GatewayStorage, RunRecord, RunStatus
+from foldwise.messages import analyze_tool_pairing
 
 __all__ = ["ActiveRun", "RunManager", "RunSpec"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_SUMMARIZER_TAGS = frozenset({"nostream", "foldwise:summarize"})
 _CLEANUP_SECONDS = 10.0
+_INTERRUPT = "__interrupt__"
+_DEAD_WORKER = "the worker running it stopped"
+_RECOVER_PAGE = 1000
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """What to run.
-
-    Attributes:
-        thread_id: The thread.
-        assistant_id: The assistant the client named.
-        model_name: The run model (`None`: the assistant's default).
-        hosted: The agent.
-        messages: Parsed input messages (with ids).
-        stream_modes: The stream modes the client asked for (empty for `/runs/wait`).
-        durability: LangGraph durability mode, if the client chose one.
-        recursion_limit: LangGraph recursion limit, if the client chose one.
-        metadata: Client metadata, stored with the run row.
-    """
-
-    thread_id: str
-    assistant_id: str
-    model_name: str | None
-    hosted: HostedAgent
-    messages: Sequence[BaseMessage]
-    stream_modes: Sequence[str] = ()
-    durability: str | None = None
-    recursion_limit: int | None = None
-    metadata: Mapping[str, Any] | None = None
+def _head_id(snapshot: Any) -> str | None:
+    configurable = (getattr(snapshot, "config", None) or {}).get("configurable") or {}
+    value = configurable.get("checkpoint_id")
+    return value if isinstance(value, str) else None
 
 
-@dataclass(eq=False)
-class ActiveRun:
-    """A run in flight: its task, its event buffer (when streamed) and its outcome."""
-
-    run_id: str
-    spec: RunSpec
-    recorder: TranscriptRecorder
-    inputs: list[BaseMessage]
-    queue: EventBuffer | None = None
-    task: asyncio.Task[None] | None = None
-    status: RunStatus = "running"
-    error: BaseException | None = None
-    final_values: Any = None
-    lease_lost: bool = False
-
-    @property
-    def thread_id(self) -> str:
-        """The run's thread."""
-        return self.spec.thread_id
-
-    def publish(self, event: str, data: Any, *, closing: bool = False) -> None:
-        """Queue an event for the streaming client (no-op when nobody listens).
-
-        The buffer is bounded: a client too far behind gets an `error` event and its stream
-        ends, while the run goes on (see `EventBuffer`).
-        """
-        if self.queue is not None:
-            self.queue.put(event, data, closing=closing)
-
-    def detach(self) -> None:
-        """The client went away: stop queueing events."""
-        self.queue = None
-
-    def cancel(self) -> None:
-        """Stop the run; it ends `interrupted` with its completed steps kept."""
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-
-    async def wait(self) -> None:
-        """Wait for the end of the run without cancelling it if the waiter is cancelled."""
-        assert self.task is not None
-        await asyncio.shield(self.task)
-
-    def outcome_error(self) -> FoldwiseError | None:
-        """The error to report for a finished run, if it did not succeed."""
-        if self.status == "success":
-            return None
-        if self.lease_lost:
-            return LeaseLostError(self.thread_id)
-        if self.status == "interrupted":
-            return RunInterruptedError(self.run_id)
-        if isinstance(self.error, FoldwiseError):
-            return self.error
-        return RunFailedError(self.run_id, self.error or RuntimeError("unknown error"))
+def _at_checkpoint(config: RunnableConfig, checkpoint_id: str) -> RunnableConfig:
+    configurable = {**(config.get("configurable") or {}), "checkpoint_id": checkpoint_id}
+    return {**config, "configurable": configurable}
 
 
-def _summarizer_chunk(metadata: Any) -> bool:
-    tags = metadata.get("tags") if isinstance(metadata, Mapping) else None
-    return isinstance(tags, list | tuple) and not _SUMMARIZER_TAGS.isdisjoint(tags)
+def _graph_input(spec: RunSpec, inputs: Sequence[BaseMessage]) -> Any:
+    """What the graph is invoked with: a `Command`, new messages, or `None` (continue)."""
+    update = {"messages": list(inputs)} if inputs else None
+    if spec.command is not None:
+        return Command(
+            update=update, resume=spec.command.get("resume"), goto=spec.command.get("goto", ())
+        )
+    return update
 
 
 def _check_new_ids(messages: Sequence[BaseMessage], history: Sequence[BaseMessage]) -> None:
@@ -187,7 +127,7 @@ class RunManager:
         for record in await self.storage.list_runs(thread_id, limit=20):
             if record.status == "running" and record.run_id not in self._active:
                 await self.storage.finish_run(
-                    record.run_id, "interrupted", "the worker running it stopped (lease expired)"
+                    record.run_id, "interrupted", f"{_DEAD_WORKER} (lease expired)"
                 )
 
     async def reconcile_transcript(self, thread_id: str, graph: Any) -> int:
@@ -285,12 +225,47 @@ class RunManager:
             config["recursion_limit"] = spec.recursion_limit
         return config
 
+    async def _prepare(
+        self, spec: RunSpec, config: RunnableConfig
+    ) -> tuple[RunnableConfig, list[BaseMessage], dict[str, Any]]:
+        """Resolve the checkpoint to run from; return its config, the inputs and its values.
+
+        An earlier checkpoint than the head forks the thread there (LangGraph's semantics);
+        what a crash left unrecorded at the head is recorded first, since the head moves.
+        """
+        graph = spec.hosted.graph
+        head = await graph.aget_state(config)
+        snapshot = head
+        if spec.checkpoint_id is not None and spec.checkpoint_id != _head_id(head):
+            config = _at_checkpoint(config, spec.checkpoint_id)
+            snapshot = await graph.aget_state(config)
+            if snapshot.created_at is None:
+                raise RequestFieldError(
+                    "checkpoint_id", f"no checkpoint {spec.checkpoint_id!r} in this thread"
+                )
+            await TranscriptRecorder(self.storage, spec.thread_id, None).reconcile(
+                head.values or {}
+            )
+        if not spec.messages and spec.command is None and snapshot.created_at is None:
+            raise RequestFieldError("input", 'required: {"messages": [...]} (nothing to continue)')
+        values = dict(snapshot.values or {})
+        history = list(values.get("messages") or [])
+        _check_new_ids(spec.messages, [*history, *(head.values or {}).get("messages", [])])
+        pending = [call_id for _, call_id in analyze_tool_pairing(history).pending_calls]
+        check_tool_results(spec.messages, pending)
+        # Pending tasks (an interrupt, a fork before a node) answer their own tool calls.
+        repairs = [] if snapshot.next and not spec.messages else interrupted_results(history)
+        answered = {getattr(m, "tool_call_id", None) for m in spec.messages}
+        inputs = [*(r for r in repairs if r.tool_call_id not in answered), *spec.messages]
+        return config, inputs, values
+
     async def start(self, spec: RunSpec, *, stream: bool) -> ActiveRun:
         """Take the thread, record the input and start the run in the background.
 
         Raises:
             BusyError: A run or compaction holds the thread (409).
-            RequestFieldError: A tool result in the input answers no call (422).
+            RequestFieldError: A tool result in the input answers no call, or an unknown
+                checkpoint (422).
             GatewayClosingError: The gateway is shutting down (503).
         """
         if self._closing:
@@ -300,14 +275,7 @@ class RunManager:
         await self.leases.acquire(thread_id, run_id, "run")
         try:
             await self._reconcile(thread_id)
-            config = self._run_config(run_id, spec)
-            snapshot = await spec.hosted.graph.aget_state(config)
-            values = dict(snapshot.values or {})
-            history = list(values.get("messages") or [])
-            _check_new_ids(spec.messages, history)
-            pending = [call_id for _, call_id in analyze_tool_pairing(history).pending_calls]
-            check_tool_results(spec.messages, pending)
-            inputs = [*interrupted_results(history, spec.messages), *spec.messages]
+            config, inputs, values = await self._prepare(spec, self._run_config(run_id, spec))
             recorder = TranscriptRecorder.from_values(self.storage, thread_id, run_id, values)
             recorder.lease = lease_of(config)
             await self.storage.create_run(
@@ -326,48 +294,78 @@ class RunManager:
             raise
         buffer = self.new_buffer(run_id, thread_id) if stream else None
         run = ActiveRun(run_id, spec, recorder, inputs, queue=buffer)
+        run.graph_input = _graph_input(spec, inputs)
         self._active[run_id] = run
         run.task = asyncio.create_task(self._execute(run, config), name=f"foldwise-run-{run_id}")
         return run
 
-    async def _execute(self, run: ActiveRun, config: RunnableConfig) -> None:
-        spec = run.spec
+    @staticmethod
+    async def _chunks(
+        run: ActiveRun, config: RunnableConfig
+    ) -> AsyncGenerator[tuple[tuple[str, ...], str, Any], None]:
+        """The graph's `(namespace, mode, chunk)` stream; `events` mode publishes the rest.
 
+        With `events`, the graph runs under `astream_events` (v2): the root's `on_chain_stream`
+        events carry the stream-mode chunks, every other event goes to the client as an
+        `events` event, except the summarizer's.
+        """
+        spec = run.spec
+        kwargs: dict[str, Any] = {
+            "stream_mode": graph_stream_modes(spec.stream_modes),
+            "subgraphs": True,
+        }
+        if spec.durability is not None:
+            kwargs["durability"] = spec.durability
+        graph = spec.hosted.graph
+        if "events" not in spec.stream_modes:
+            # Closed here, not by the garbage collector: its last writes happen inside the run.
+            async with contextlib.aclosing(graph.astream(run.graph_input, config, **kwargs)) as it:
+                async for item in it:
+                    yield item
+            return
+        events = graph.astream_events(run.graph_input, config, version="v2", **kwargs)
+        async with contextlib.aclosing(events) as it:
+            async for event in it:
+                if event["event"] == "on_chain_stream" and event.get("run_id") == run.run_id:
+                    yield event["data"]["chunk"]
+                elif not summarizer_chunk(event):
+                    run.publish("events", scrub(event))
+
+    @staticmethod
+    async def _values(run: ActiveRun, chunk: Any) -> None:
+        """Record a root `values` chunk; an `__interrupt__` one marks the run paused."""
+        if isinstance(chunk, Mapping) and _INTERRUPT in chunk:
+            run.paused = True  # stopped at an `interrupt()`
+        if isinstance(chunk, Mapping) and set(chunk) == {_INTERRUPT}:
+            run.final_values = {**(run.final_values or {}), **chunk}
+            return
+        await pause_after_checkpoint(run.spec.hosted.graph, run.recorder, chunk)  # tests only
+        await run.recorder.values(chunk)
+        run.final_values = chunk
+
+    async def _consume(self, run: ActiveRun, config: RunnableConfig) -> None:
+        spec = run.spec
+        translator = StreamTranslator(spec.stream_modes, run.publish)
+        async with contextlib.aclosing(self._chunks(run, config)) as chunks:
+            async for namespace, mode, chunk in chunks:
+                if namespace and not spec.stream_subgraphs:
+                    continue
+                if mode == "values" and not namespace:
+                    await self._values(run, chunk)
+                translator.feed(namespace, mode, chunk)
+
+    async def _execute(self, run: ActiveRun, config: RunnableConfig) -> None:
         def on_lost() -> None:
             run.lease_lost = True
             run.cancel()
 
         self.leases.watch(run.thread_id, run.run_id, on_lost)  # a fenced write was refused
         keeper = asyncio.create_task(self.leases.keep_alive(run.thread_id, run.run_id, on_lost))
-        requested = set(spec.stream_modes)
-        modes = ["values"]
-        if "updates" in requested:
-            modes.append("updates")
-        if "messages-tuple" in requested:
-            modes.append("messages")
-        if "custom" in requested:
-            modes.append("custom")
-        kwargs: dict[str, Any] = {"stream_mode": modes}
-        if spec.durability is not None:
-            kwargs["durability"] = spec.durability
         status: RunStatus = "success"
         try:
-            stream = spec.hosted.graph.astream({"messages": run.inputs}, config, **kwargs)
-            async for mode, chunk in stream:
-                if mode == "values":
-                    await pause_after_checkpoint(spec.hosted.graph, run.recorder, chunk)  # tests
-                    await run.recorder.values(chunk)
-                    run.final_values = chunk
-                    if "values" in requested:
-                        run.publish("values", chunk)
-                elif mode == "messages":
-                    message, metadata = chunk
-                    if _summarizer_chunk(metadata) or message.type == "remove":
-                        continue
-                    if not is_hidden(message):
-                        run.publish("messages", [message, metadata])
-                else:
-                    run.publish(mode, chunk)
+            await self._consume(run, config)
+            if run.paused:
+                status = "interrupted"  # as LangGraph Server: waiting for `command.resume`
         except asyncio.CancelledError:
             status = "error" if run.lease_lost else "interrupted"
             logger.warning("run %s on thread %s stopped (%s)", run.run_id, run.thread_id, status)
@@ -386,6 +384,9 @@ class RunManager:
 
     async def _repair(self, run: ActiveRun, config: RunnableConfig) -> None:
         """Give tool calls the cancelled run left open an error result (best effort)."""
+        configurable = dict(config.get("configurable") or {})
+        configurable.pop("checkpoint_id", None)  # a fork's run: its head, not its start
+        config = {**config, "configurable": configurable}
         try:
             graph = run.spec.hosted.graph
             snapshot = await graph.aget_state(config)
@@ -417,8 +418,53 @@ class RunManager:
                 error_data = {"error": type(error).__name__, "message": str(error)}
                 run.publish("error", error_data, closing=True)
             run.publish("end", {"run_id": run.run_id, "status": status}, closing=True)
-            if run.queue is not None:
-                run.queue.close()
+            run.close_streams()
+
+    # -- run lifecycle across processes -------------------------------------------------------
+
+    async def settle(self, record: RunRecord) -> RunRecord:
+        """`record`, finished `interrupted` if it says `running` but no worker runs it.
+
+        A live run always holds its thread's lease (taken before its row is created, released
+        after it is finished), so a `running` row whose thread lease is not its own is a run
+        whose worker died.
+        """
+        if record.status != "running" or record.run_id in self._active:
+            return record
+        lock = await self.storage.get_thread_lock(record.thread_id)
+        if lock is not None and lock.holder == record.run_id:
+            return record  # another worker runs it (its lease lapses if that worker died)
+        await self.storage.finish_run(record.run_id, "interrupted", _DEAD_WORKER)
+        return await self.storage.get_run(record.run_id) or record
+
+    async def recover(self) -> int:
+        """At start-up: finish the runs of dead workers and free their threads.
+
+        Every thread marked busy whose lease is free gets its `running` runs finished
+        `interrupted` and its status set back to idle; threads a live worker holds are left
+        alone. Returns how many threads were recovered.
+        """
+        recovered = 0
+        busy = await self.storage.search_threads(status="busy", limit=_RECOVER_PAGE)
+        for thread in busy:
+            try:
+                async with self.exclusive(thread.thread_id, "recover"):
+                    await self.storage.update_thread(thread.thread_id, status="idle")
+                    recovered += 1
+            except (BusyError, ThreadNotFoundError):
+                continue
+        if recovered:
+            logger.warning("recovered %d thread(s) left busy by a stopped worker", recovered)
+        return recovered
+
+    async def interrupt_thread(self, thread_id: str) -> None:
+        """Cancel this process's runs of the thread and wait for them to end (`interrupt`)."""
+        runs = [r for r in self._active.values() if r.thread_id == thread_id]
+        for run in runs:
+            run.cancel()
+        for run in runs:
+            with contextlib.suppress(BaseException):
+                await run.wait()
 
     # -- shutdown ------------------------------------------------------------------------------
 

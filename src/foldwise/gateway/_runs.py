@@ -4,7 +4,9 @@ Both create a run on the thread (one at a time: a second gets 409 with `Retry-Af
 the input in the transcript, and execute the agent in the background. `/runs/wait` answers
 with the final state values; `/runs/stream` sends Server-Sent Events: `metadata` first, then
 one event per chunk of each requested mode (`values`, `updates`, `messages` for
-`messages-tuple`, `custom`), `error` if the run failed, and `end`. The summarizer's tokens never
+`messages-tuple`, `messages/metadata|partial|complete` for the legacy `messages`, `custom`,
+`debug`, `tasks`, `checkpoints`, `events`; `mode|namespace` for subgraphs with
+`stream_subgraphs`), `error` if the run failed, and `end`. The summarizer's tokens never
 appear: its calls are tagged `nostream`, and chunks tagged `foldwise:summarize` are dropped.
 
 Slow clients: the run never waits for its streaming client. Each stream buffers at most
@@ -28,14 +30,16 @@ from fastapi.responses import StreamingResponse
 
 from foldwise.errors import ThreadNotFoundError
 from foldwise.gateway._deps import Gateway, GatewayDep, IdentityDep, ThreadIdDep, require_thread
-from foldwise.gateway._errors import RequestFieldError, RunNotFoundError
+from foldwise.gateway._errors import RunNotFoundError
+from foldwise.gateway._inputs import parse_run_input
 from foldwise.gateway._manager import ActiveRun, RunSpec
-from foldwise.gateway._messages import check_values, parse_input_messages
+from foldwise.gateway._messages import check_values
 from foldwise.gateway._schemas import OffsetQuery, PageQuery, RunCreate
 from foldwise.gateway._serde import JSONResponse, sse_frame
+from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway.storage import RunRecord, ThreadExistsError, validate_run_id
 
-__all__ = ["router"]
+__all__ = ["location", "router", "run_json", "sse_events", "start_run", "thread_run"]
 
 router = APIRouter(tags=["runs"])
 
@@ -43,25 +47,37 @@ SSE_HEARTBEAT_SECONDS = 10.0
 """An SSE comment is sent when a run has been silent this long (keeps proxies from timing out)."""
 
 
-async def _start(
-    gateway: Gateway, thread_id: str, identity: str, body: RunCreate, *, stream: bool
+async def start_run(
+    gateway: Gateway,
+    thread_id: str,
+    identity: str,
+    body: RunCreate,
+    *,
+    stream: bool,
+    background: bool = False,
 ) -> ActiveRun:
+    """Validate a run body and start the run on the thread.
+
+    Args:
+        gateway: The gateway.
+        thread_id: The thread (created first, owned by `identity`, if `if_not_exists: "create"`).
+        identity: The caller; another identity's thread is not found (404).
+        body: The request body.
+        stream: The caller streams the run (a buffer is made for it).
+        background: A background run: it streams its modes to clients that join it.
+
+    Raises:
+        RequestFieldError: An invalid or unsupported field (422).
+        BusyError: The thread is busy and `multitask_strategy` is `reject` (409).
+    """
     body.check_supported()
     modes = body.stream_modes()  # validated for /runs/wait too, where it is not used
-    if not stream:
+    if not (stream or background):
         modes = []
     check_values(body.metadata, "metadata")
     model_name, model_field = body.requested_model()
     gateway.agents.resolve(body.assistant_id, model_name, field=model_field)
-    run_input = body.input
-    if run_input is None:
-        raise RequestFieldError("input", 'required: {"messages": [...]}')
-    extra = sorted(set(run_input) - {"messages"})
-    if extra:
-        raise RequestFieldError(
-            f"input.{extra[0]}", "only input.messages is accepted; other channels are the agent's"
-        )
-    messages = parse_input_messages(run_input.get("messages"))
+    parsed = parse_run_input(body.input, body.command, body.checkpoint, body.checkpoint_id)
     record = await gateway.storage.get_thread(thread_id, owner=identity)
     if record is None:
         if body.if_not_exists != "create":
@@ -69,13 +85,19 @@ async def _start(
         with contextlib.suppress(ThreadExistsError):
             await gateway.storage.create_thread(thread_id, {}, owner=identity)
         await require_thread(gateway, thread_id, identity)  # taken meanwhile, maybe by another
+    if body.multitask_strategy == "interrupt":
+        await gateway.runs.interrupt_thread(thread_id)
     hosted = gateway.agents.get(body.assistant_id, model_name)
     spec = RunSpec(
         thread_id=thread_id,
         assistant_id=body.assistant_id,
         model_name=model_name,
         hosted=hosted,
-        messages=messages,
+        messages=parsed.messages,
+        command=parsed.command,
+        checkpoint_id=parsed.checkpoint_id,
+        stream_subgraphs=body.stream_subgraphs,
+        resumable=body.stream_resumable,
         stream_modes=modes,
         durability=body.durability,
         recursion_limit=body.recursion_limit(),
@@ -84,7 +106,8 @@ async def _start(
     return await gateway.runs.start(spec, stream=stream)
 
 
-def _location(run: ActiveRun) -> dict[str, str]:
+def location(run: ActiveRun) -> dict[str, str]:
+    """The `Content-Location` header naming a run."""
     return {"Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}"}
 
 
@@ -96,22 +119,27 @@ async def wait_run(
 
     A failed run answers with the error's status and `{detail}` naming the run.
     """
-    run = await _start(gateway, thread_id, identity, body, stream=False)
+    run = await start_run(gateway, thread_id, identity, body, stream=False)
     await run.wait()
     error = run.outcome_error()
     if error is not None:
         raise error
-    return JSONResponse(run.final_values or {}, headers=_location(run))
+    return JSONResponse(run.final_values or {}, headers=location(run))
 
 
-async def _events(run: ActiveRun, on_disconnect: str) -> AsyncIterator[bytes]:
-    buffer = run.queue
-    assert buffer is not None
+async def sse_events(
+    run: ActiveRun, buffer: EventBuffer, on_disconnect: str, *, metadata: bool = True
+) -> AsyncIterator[bytes]:
+    """A run's SSE frames from `buffer` (after a `metadata` event), with heartbeats.
+
+    A client that goes away stops receiving; with `on_disconnect="cancel"` the run stops too.
+    """
     finished = False
     try:
-        yield sse_frame(
-            "metadata", {"run_id": run.run_id, "thread_id": run.thread_id, "attempt": 1}
-        )
+        if metadata:
+            yield sse_frame(
+                "metadata", {"run_id": run.run_id, "thread_id": run.thread_id, "attempt": 1}
+            )
         while True:
             try:
                 frame = await asyncio.wait_for(buffer.get(), SSE_HEARTBEAT_SECONDS)
@@ -127,6 +155,7 @@ async def _events(run: ActiveRun, on_disconnect: str) -> AsyncIterator[bytes]:
     finally:
         if not finished:
             run.detach()
+            run.unattach(buffer)
             if on_disconnect == "cancel":
                 run.cancel()
 
@@ -140,16 +169,18 @@ async def stream_run(
     If the client disconnects the run continues (`on_disconnect: "continue"`, the default) or is
     cancelled (`"cancel"`); either way the thread stays consistent.
     """
-    run = await _start(gateway, thread_id, identity, body, stream=True)
-    headers = {**_location(run), "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    run = await start_run(gateway, thread_id, identity, body, stream=True)
+    headers = {**location(run), "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    assert run.queue is not None
     return StreamingResponse(
-        _events(run, body.on_disconnect or "continue"),
+        sse_events(run, run.queue, body.on_disconnect or "continue"),
         media_type="text/event-stream",
         headers=headers,
     )
 
 
-def _run_json(record: RunRecord) -> dict[str, Any]:
+def run_json(record: RunRecord) -> dict[str, Any]:
+    """A run as LangGraph Server returns it (`langgraph_sdk.schema.Run`)."""
     return {
         "run_id": record.run_id,
         "thread_id": record.thread_id,
@@ -175,7 +206,7 @@ async def list_runs(
     """The thread's runs and manual compactions, newest first."""
     await require_thread(gateway, thread_id, identity)
     records = await gateway.storage.list_runs(thread_id, limit=limit, offset=offset)
-    return JSONResponse([_run_json(r) for r in records])
+    return JSONResponse([run_json(r) for r in records])
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}")
@@ -185,7 +216,19 @@ async def get_run(
     """One run of the thread."""
     validate_run_id(run_id)
     await require_thread(gateway, thread_id, identity)
+    return JSONResponse(run_json(await thread_run(gateway, thread_id, run_id)))
+
+
+async def thread_run(gateway: Gateway, thread_id: str, run_id: str) -> RunRecord:
+    """The run's record, settled (a dead worker's run reads `interrupted`, not `running`).
+
+    The caller has checked the thread (`require_thread`).
+
+    Raises:
+        RunNotFoundError: No such run on this thread (404).
+    """
+    validate_run_id(run_id)
     record = await gateway.storage.get_run(run_id)
     if record is None or record.thread_id != thread_id:
         raise RunNotFoundError(run_id)
-    return JSONResponse(_run_json(record))
+    return await gateway.runs.settle(record)

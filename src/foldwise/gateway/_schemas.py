@@ -35,7 +35,17 @@ __all__ = [
     "check_filter_ints",
 ]
 
-SUPPORTED_STREAM_MODES = ("values", "updates", "messages-tuple", "custom")
+SUPPORTED_STREAM_MODES = (
+    "values",
+    "updates",
+    "messages",
+    "messages-tuple",
+    "custom",
+    "debug",
+    "tasks",
+    "checkpoints",
+    "events",
+)
 """Stream modes of `POST /threads/{id}/runs/stream`."""
 
 MAX_OFFSET = 2**63 - 1
@@ -222,24 +232,16 @@ class RunCreate(_LangGraphBody):
     on_disconnect: Literal["cancel", "continue"] | None = None
     after_seconds: float | None = None
     durability: Literal["sync", "async", "exit"] | None = None
+    on_completion: Literal["delete", "keep"] | None = None
 
     def check_supported(self) -> None:
         """Refuse options that would change the run and are not implemented here."""
-        refuse_if_set(
-            self,
-            "command",
-            "interrupt_before",
-            "interrupt_after",
-            "webhook",
-            "checkpoint",
-            "checkpoint_id",
-            "after_seconds",
-        )
-        if self.multitask_strategy not in (None, "reject"):
+        refuse_if_set(self, "interrupt_before", "interrupt_after", "webhook", "after_seconds")
+        if self.multitask_strategy not in (None, "reject", "interrupt"):
             raise RequestFieldError(
                 "multitask_strategy",
-                f"{self.multitask_strategy!r} is not supported: a thread runs one operation at "
-                "a time and a second one gets 409 (reject)",
+                f"{self.multitask_strategy!r} is not supported: use reject (a second run on a "
+                "busy thread gets 409) or interrupt (the running run is cancelled first)",
             )
 
     def stream_modes(self) -> list[str]:

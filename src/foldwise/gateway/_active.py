@@ -1,0 +1,161 @@
+"""`RunSpec` (what to run) and `ActiveRun` (a run in flight), shared by the manager and routes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from foldwise.errors import FoldwiseError
+from foldwise.gateway._agents import HostedAgent
+from foldwise.gateway._capture import TranscriptRecorder
+from foldwise.gateway._errors import LeaseLostError, RunFailedError, RunInterruptedError
+from foldwise.gateway._stream import EventBuffer
+from foldwise.gateway.storage import RunStatus
+
+__all__ = ["REPLAY_EVENTS", "ActiveRun", "RunSpec"]
+
+REPLAY_EVENTS = 10_000
+"""Events a resumable run keeps for clients that rejoin with `Last-Event-ID`."""
+
+
+def _wanted(event: str, events: frozenset[str] | None) -> bool:
+    return events is None or event.split("|")[0] in events
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to run.
+
+    Attributes:
+        thread_id: The thread.
+        assistant_id: The assistant the client named.
+        model_name: The run model (`None`: the assistant's default).
+        hosted: The agent.
+        messages: Parsed input messages (with ids).
+        stream_modes: The stream modes the client asked for (empty for `/runs/wait`).
+        durability: LangGraph durability mode, if the client chose one.
+        recursion_limit: LangGraph recursion limit, if the client chose one.
+        metadata: Client metadata, stored with the run row.
+        command: LangGraph `Command` arguments (`resume`, `goto`); `messages` go in its update.
+        checkpoint_id: The checkpoint to run from (`None`: the head; an earlier one forks).
+        stream_subgraphs: Stream the events of subgraphs too.
+        resumable: Number the events and keep the last `REPLAY_EVENTS` of them, so a client
+            can rejoin with `Last-Event-ID` while the run is live (`stream_resumable`).
+    """
+
+    thread_id: str
+    assistant_id: str
+    model_name: str | None
+    hosted: HostedAgent
+    messages: Sequence[BaseMessage]
+    stream_modes: Sequence[str] = ()
+    durability: str | None = None
+    recursion_limit: int | None = None
+    metadata: Mapping[str, Any] | None = None
+    command: Mapping[str, Any] | None = None
+    checkpoint_id: str | None = None
+    stream_subgraphs: bool = False
+    resumable: bool = False
+
+
+@dataclass(eq=False)
+class ActiveRun:
+    """A run in flight: its task, its event buffer (when streamed) and its outcome."""
+
+    run_id: str
+    spec: RunSpec
+    recorder: TranscriptRecorder
+    inputs: list[BaseMessage]
+    queue: EventBuffer | None = None
+    graph_input: Any = None
+    listeners: list[tuple[EventBuffer, frozenset[str] | None]] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+    status: RunStatus = "running"
+    error: BaseException | None = None
+    final_values: Any = None
+    lease_lost: bool = False
+    stopping: bool = False
+    """`cancel` was called: later calls (a second lease-loss signal) must not cancel the cleanup."""
+    paused: bool = False
+    log: deque[tuple[int, str, Any]] = field(default_factory=lambda: deque(maxlen=REPLAY_EVENTS))
+    """A resumable run's last events, numbered, for `replay`."""
+    next_event_id: int = 1
+    """The graph stopped at an `interrupt()`: the run ends `interrupted`, without an error."""
+
+    @property
+    def thread_id(self) -> str:
+        """The run's thread."""
+        return self.spec.thread_id
+
+    def publish(self, event: str, data: Any, *, closing: bool = False) -> None:
+        """Queue an event for the streaming client (no-op when nobody listens).
+
+        The buffer is bounded: a client too far behind gets an `error` event and its stream
+        ends, while the run goes on (see `EventBuffer`).
+        """
+        event_id = None
+        if self.spec.resumable:
+            event_id = self.next_event_id
+            self.next_event_id += 1
+            self.log.append((event_id, event, data))
+        if self.queue is not None:
+            self.queue.put(event, data, closing=closing, event_id=event_id)
+        for buffer, events in self.listeners:
+            if _wanted(event, events) or closing:
+                buffer.put(event, data, closing=closing, event_id=event_id)
+
+    def replay(self, buffer: EventBuffer, after: int, events: frozenset[str] | None = None) -> None:
+        """Queue the kept events numbered above `after` (a client's `Last-Event-ID`)."""
+        for event_id, event, data in self.log:
+            if event_id > after and _wanted(event, events):
+                buffer.put(event, data, event_id=event_id)
+
+    def attach(self, buffer: EventBuffer, events: frozenset[str] | None = None) -> None:
+        """Send the run's next events to another client too (`GET .../runs/{id}/stream`).
+
+        Args:
+            buffer: The client's buffer.
+            events: The event names it wants (`None`: all); `error` and `end` always go.
+        """
+        self.listeners.append((buffer, events))
+
+    def unattach(self, buffer: EventBuffer) -> None:
+        """Stop sending events to a joined client."""
+        self.listeners = [(b, e) for b, e in self.listeners if b is not buffer]
+
+    def close_streams(self) -> None:
+        """End every client's stream after the frames already queued."""
+        for buffer in [*([self.queue] if self.queue else []), *(b for b, _ in self.listeners)]:
+            buffer.close()
+
+    def detach(self) -> None:
+        """The client went away: stop queueing events."""
+        self.queue = None
+
+    def cancel(self) -> None:
+        """Stop the run (once); it ends `interrupted` with its completed steps kept."""
+        if self.task is not None and not self.task.done() and not self.stopping:
+            self.stopping = True
+            self.task.cancel()
+
+    async def wait(self) -> None:
+        """Wait for the end of the run without cancelling it if the waiter is cancelled."""
+        assert self.task is not None
+        await asyncio.shield(self.task)
+
+    def outcome_error(self) -> FoldwiseError | None:
+        """The error to report for a finished run, if it did not succeed."""
+        if self.status == "success" or self.paused:
+            return None
+        if self.lease_lost:
+            return LeaseLostError(self.thread_id)
+        if self.status == "interrupted":
+            return RunInterruptedError(self.run_id)
+        if isinstance(self.error, FoldwiseError):
+            return self.error
+        return RunFailedError(self.run_id, self.error or RuntimeError("unknown error"))
