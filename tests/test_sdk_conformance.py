@@ -35,9 +35,10 @@ ANSWER = "Hello from the conformance stub."
 # Read at import: the suite's autouse fixture hides FOLDWISE_* variables from the tests.
 WRITE_COMPAT = os.environ.get("FOLDWISE_WRITE_COMPAT") == "1"
 
-# Calls the gateway does not serve yet (other slices of issue 11 build them). The test fails
-# when one of them starts passing: move it to SUPPORTED then.
-EXPECTED_UNSUPPORTED: frozenset[str] = frozenset(
+# Calls the gateway does not serve (none today). The test fails when one of them starts
+# passing: move it to SUPPORTED then.
+EXPECTED_UNSUPPORTED: frozenset[str] = frozenset()
+SUPPORTED: frozenset[str] = frozenset(
     {
         "assistants.search",
         "assistants.get",
