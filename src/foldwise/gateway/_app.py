@@ -16,32 +16,30 @@ from functools import partial
 from fastapi import FastAPI
 
 from foldwise.config import FoldwiseConfig, load_config
-from foldwise.gateway import (
-    _assistants,
-    _audit_log,
-    _background,
-    _compact,
-    _context,
-    _health,
-    _runs,
-    _stateless,
-    _threads,
-)
 from foldwise.gateway._agents import AgentFactory, AgentRegistry
+from foldwise.gateway._assistants import router as assistants_routes
+from foldwise.gateway._audit_log import router as audit_log_routes
 from foldwise.gateway._auth import Authenticator, AuthMiddleware
+from foldwise.gateway._background import router as background_routes
 from foldwise.gateway._checkpointer import open_checkpointer
+from foldwise.gateway._compact import router as compact_routes
+from foldwise.gateway._context import router as context_routes
 from foldwise.gateway._deps import Gateway
 from foldwise.gateway._errors import ErrorGuardMiddleware, install_error_handlers
+from foldwise.gateway._health import router as health_routes
 from foldwise.gateway._http import HostMiddleware, JsonBodyMiddleware, add_cors
 from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
 from foldwise.gateway._limits import BodyLimitMiddleware
 from foldwise.gateway._manager import RunManager
+from foldwise.gateway._runs import router as runs_routes
 from foldwise.gateway._serde import JSONResponse
+from foldwise.gateway._stateless import router as stateless_routes
 from foldwise.gateway._stream import (
     DEFAULT_STREAM_BUFFER_BYTES,
     DEFAULT_STREAM_BUFFER_EVENTS,
     EventBuffer,
 )
+from foldwise.gateway._threads import router as threads_routes
 from foldwise.gateway.storage import open_storage
 
 __all__ = ["DEFAULT_SHUTDOWN_GRACE", "app_from_env", "create_app"]
@@ -50,6 +48,20 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SHUTDOWN_GRACE = 10.0
 """Seconds in-flight runs get to finish on shutdown before they are cancelled."""
+
+
+_ROUTERS = (
+    health_routes,
+    threads_routes,
+    runs_routes,
+    background_routes,
+    stateless_routes,
+    compact_routes,
+    audit_log_routes,
+    context_routes,
+    assistants_routes,
+)
+"""One router per resource, in the order their routes are matched."""
 
 
 def create_app(
@@ -113,19 +125,8 @@ def create_app(
         default_response_class=JSONResponse,
     )
     install_error_handlers(app)
-    routers = (
-        _health,
-        _threads,
-        _runs,
-        _background,
-        _stateless,
-        _compact,
-        _audit_log,
-        _context,
-        _assistants,
-    )
-    for module in routers:
-        app.include_router(module.router)
+    for router in _ROUTERS:
+        app.include_router(router)
     # Added innermost first. Outside in: error guard, Host check, CORS (so a 401 still carries
     # its headers and preflights need no key), auth, body limit, JSON whatever the type.
     app.add_middleware(JsonBodyMiddleware)

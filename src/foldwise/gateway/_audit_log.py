@@ -1,6 +1,7 @@
-"""`GET /threads/{id}/transcript`: every visible message ever exchanged, with compaction markers.
+"""The audit log: `GET /threads/{id}/transcript` and `GET /threads/{id}/compactions`.
 
-The transcript is recorded while runs happen (input messages, then every new message of the
+The transcript holds every visible message ever exchanged, with compaction markers. It is
+recorded while runs happen (input messages, then every new message of the
 streamed state), so messages that compaction later folded into the summary are still here, in
 order, with a `compaction` entry where each compaction happened. Hidden framework messages are
 never recorded. Pages go forward: pass the last `seq` you saw as `after_seq`.
@@ -14,7 +15,7 @@ from fastapi import APIRouter, Response
 
 from foldwise.gateway._deps import GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._messages import message_from_record
-from foldwise.gateway._schemas import AfterSeqQuery, PageQuery
+from foldwise.gateway._schemas import AfterSeqQuery, OffsetQuery, PageQuery
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway.storage import TranscriptEntry
 
@@ -68,4 +69,26 @@ async def get_transcript(
             "next_after_seq": entries[-1].seq if entries else after_seq,
             "has_more": has_more,
         }
+    )
+
+
+@router.get("/threads/{thread_id}/compactions")
+async def list_compactions(
+    gateway: GatewayDep,
+    thread_id: ThreadIdDep,
+    identity: IdentityDep,
+    limit: PageQuery = 100,
+    offset: OffsetQuery = 0,
+) -> Response:
+    """The thread's compaction receipts, oldest first (automatic and manual).
+
+    Each is the receipt as recorded, with the run that produced it and `stored_at`.
+    """
+    await require_thread(gateway, thread_id, identity)
+    records = await gateway.storage.list_receipts(thread_id, limit=limit, offset=offset)
+    return JSONResponse(
+        [
+            {**r.receipt, "run_id": r.receipt.get("run_id") or r.run_id, "stored_at": r.created_at}
+            for r in records
+        ]
     )

@@ -18,7 +18,7 @@ from foldwise._manual import acompact_thread_outcome
 from foldwise.compaction import CompactionOutcome
 from foldwise.errors import CompactionDisabledError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway._deps import GatewayDep, IdentityDep, ThreadIdDep, require_thread
-from foldwise.gateway._schemas import CompactRequest, OffsetQuery, PageQuery
+from foldwise.gateway._schemas import CompactRequest
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway.storage import RunStatus
 
@@ -150,22 +150,3 @@ async def compact_thread(
     if receipt is not None:
         answer["receipt"] = receipt  # as stored and listed by /compactions (with its run id)
     return JSONResponse(answer)
-
-
-@router.get("/threads/{thread_id}/compactions")
-async def list_compactions(
-    gateway: GatewayDep,
-    thread_id: ThreadIdDep,
-    identity: IdentityDep,
-    limit: PageQuery = 100,
-    offset: OffsetQuery = 0,
-) -> Response:
-    """The thread's compaction receipts, oldest first (automatic and manual)."""
-    await require_thread(gateway, thread_id, identity)
-    records = await gateway.storage.list_receipts(thread_id, limit=limit, offset=offset)
-    return JSONResponse(
-        [
-            {**r.receipt, "run_id": r.receipt.get("run_id") or r.run_id, "stored_at": r.created_at}
-            for r in records
-        ]
-    )

@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage
 from foldwise.gateway._errors import RequestFieldError
 from foldwise.gateway._messages import parse_input_messages
 
-__all__ = ["RunInput", "parse_run_input"]
+__all__ = ["RunInput", "parse_messages_object", "parse_run_input"]
 
 _COMMAND_KEYS = ("resume", "goto", "update")
 
@@ -78,18 +78,34 @@ def _command(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[BaseMessage]]
             raise RequestFieldError("command.goto", "must be a node name or a list of node names")
         command["goto"] = names
     update = raw.get("update")
-    messages: list[BaseMessage] = []
-    if update is not None:
-        if not isinstance(update, dict):
-            raise RequestFieldError("command.update", 'must be an object: {"messages": [...]}')
-        others = sorted(set(update) - {"messages"})
-        if others:
-            raise RequestFieldError(
-                f"command.update.{others[0]}",
-                "only command.update.messages is accepted; other channels are the agent's",
-            )
-        messages = parse_input_messages(update.get("messages"), field="command.update.messages")
+    messages = [] if update is None else parse_messages_object(update, "command.update")
     return command, messages
+
+
+def parse_messages_object(value: Any, field: str, *, lenient: bool = False) -> list[BaseMessage]:
+    """`{"messages": [...]}` and nothing else, its messages parsed like run input.
+
+    The other channels are the agent's: a client writes only messages (`input`,
+    `command.update`, `update_state`'s `values`). With `lenient`, no messages (or one message
+    object instead of a list) is accepted, as `update_state` does.
+
+    Raises:
+        RequestFieldError: Naming `field`, or its first channel other than `messages` (422).
+    """
+    if not isinstance(value, Mapping):
+        raise RequestFieldError(field, 'must be an object: {"messages": [...]}')
+    others = sorted(set(value) - {"messages"})
+    if others:
+        raise RequestFieldError(
+            f"{field}.{others[0]}",
+            f"only {field}.messages is accepted; other channels are the agent's",
+        )
+    raw = value.get("messages")
+    if lenient:
+        if raw is None or raw == []:
+            return []
+        raw = [raw] if isinstance(raw, dict) else raw
+    return parse_input_messages(raw, field=f"{field}.messages")
 
 
 def parse_run_input(
@@ -111,9 +127,4 @@ def parse_run_input(
         return RunInput(messages, parsed, start)
     if run_input is None:
         return RunInput(checkpoint_id=start)
-    extra = sorted(set(run_input) - {"messages"})
-    if extra:
-        raise RequestFieldError(
-            f"input.{extra[0]}", "only input.messages is accepted; other channels are the agent's"
-        )
-    return RunInput(parse_input_messages(run_input.get("messages")), None, start)
+    return RunInput(parse_messages_object(run_input, "input"), None, start)

@@ -22,25 +22,15 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from foldwise.errors import StorageError, ThreadNotFoundError
+from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
+from foldwise.gateway import _stream as streams
 from foldwise.gateway._active import ActiveRun, RunSpec
 from foldwise.gateway._capture import TranscriptRecorder
-from foldwise.gateway._errors import (
-    BusyError,
-    GatewayClosingError,
-    LeaseLostError,
-    RequestFieldError,
-)
+from foldwise.gateway._errors import GatewayClosingError, LeaseLostError, RequestFieldError
 from foldwise.gateway._faults import pause_after_checkpoint
 from foldwise.gateway._leases import ThreadLeases, lease_of
 from foldwise.gateway._messages import check_tool_results, interrupted_results
-from foldwise.gateway._stream import (
-    EventBuffer,
-    StreamTranslator,
-    graph_stream_modes,
-    scrub,
-    summarizer_chunk,
-)
+from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway.storage import GatewayStorage, RunRecord, RunStatus
 from foldwise.messages import analyze_tool_pairing
 
@@ -311,7 +301,7 @@ class RunManager:
         """
         spec = run.spec
         kwargs: dict[str, Any] = {
-            "stream_mode": graph_stream_modes(spec.stream_modes),
+            "stream_mode": streams.graph_stream_modes(spec.stream_modes),
             "subgraphs": True,
         }
         if spec.durability is not None:
@@ -328,8 +318,8 @@ class RunManager:
             async for event in it:
                 if event["event"] == "on_chain_stream" and event.get("run_id") == run.run_id:
                     yield event["data"]["chunk"]
-                elif not summarizer_chunk(event):
-                    run.publish("events", scrub(event))
+                elif not streams.summarizer_chunk(event):
+                    run.publish("events", streams.scrub(event))
 
     @staticmethod
     async def _values(run: ActiveRun, chunk: Any) -> None:
@@ -345,7 +335,7 @@ class RunManager:
 
     async def _consume(self, run: ActiveRun, config: RunnableConfig) -> None:
         spec = run.spec
-        translator = StreamTranslator(spec.stream_modes, run.publish)
+        translator = streams.StreamTranslator(spec.stream_modes, run.publish)
         async with contextlib.aclosing(self._chunks(run, config)) as chunks:
             async for namespace, mode, chunk in chunks:
                 if namespace and not spec.stream_subgraphs:
@@ -451,7 +441,7 @@ class RunManager:
                 async with self.exclusive(thread.thread_id, "recover"):
                     await self.storage.update_thread(thread.thread_id, status="idle")
                     recovered += 1
-            except (BusyError, ThreadNotFoundError):
+            except (ThreadBusyError, ThreadNotFoundError):
                 continue
         if recovered:
             logger.warning("recovered %d thread(s) left busy by a stopped worker", recovered)

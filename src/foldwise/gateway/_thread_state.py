@@ -29,8 +29,9 @@ from foldwise.gateway._deps import (
     thread_json,
 )
 from foldwise.gateway._errors import RequestFieldError
+from foldwise.gateway._inputs import parse_messages_object
 from foldwise.gateway._leases import lease_of
-from foldwise.gateway._messages import check_values, parse_input_messages
+from foldwise.gateway._messages import check_values
 from foldwise.gateway._schemas import (
     HistoryRequest,
     StateAtCheckpoint,
@@ -147,19 +148,8 @@ def _update_values(values: Any) -> dict[str, Any] | None:
     """The validated update: `{"messages": [...]}` only, messages parsed like run input."""
     if values is None:
         return None
-    if not isinstance(values, dict):
-        raise RequestFieldError("values", 'must be an object like {"messages": [...]}')
-    extra = sorted(set(values) - {"messages"})
-    if extra:
-        raise RequestFieldError(
-            f"values.{extra[0]}",
-            "only values.messages can be updated; other channels are the agent's",
-        )
-    raw = values.get("messages")
-    if raw is None or raw == []:
-        return {}
-    raw = [raw] if isinstance(raw, dict) else raw
-    return {"messages": parse_input_messages(raw, field="values.messages")}
+    messages = parse_messages_object(values, "values", lenient=True)
+    return {"messages": messages} if messages else {}
 
 
 @router.post("/threads/{thread_id}/state")
