@@ -172,7 +172,9 @@ def header_user(request: Request) -> str | None:
     if name == "revoked":
         raise HTTPException(status_code=403, detail="token revoked")
     if name == "broken":
-        raise RuntimeError("the identity provider is down")
+        raise RuntimeError("the identity provider is down for token SECRET-TOKEN")
+    if name == "long":
+        return "x" * 300
     return name
 
 
@@ -183,7 +185,7 @@ async def async_header_user(request: Request) -> str | None:
 
 @pytest.mark.parametrize("hook", ["header_user", "async_header_user"])
 async def test_authenticator_hook(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = keyed_config(
         tmp_path,
@@ -204,6 +206,14 @@ async def test_authenticator_hook(
             assert revoked.status_code == 403 and revoked.json() == {"detail": "token revoked"}
             broken = await c.get("/threads/z", headers={"x-user": "broken"})
             assert broken.status_code == 401
+            # An identity storage cannot hold fails closed (401), not 500 on every route.
+            assert (
+                await c.post("/threads", json={}, headers={"x-user": "long"})
+            ).status_code == 401
+        # Public, but with auth on it says nothing about other identities or the agents.
+        health = (await c.get("/health")).json()
+        assert health == {"status": "ok"}
+    assert "SECRET-TOKEN" not in caplog.text  # the hook's error text may quote credentials
 
 
 def test_auth_configuration_is_checked(tmp_path: Path) -> None:

@@ -214,3 +214,26 @@ async def test_editing_the_first_message_forks_from_the_first_checkpoint(tmp_pat
         forked = await client.runs.wait(thread, "agent", input=user("ONE"), checkpoint=parent)
         assert contents(forked) == ["ONE", "answer 3 to ONE"]
         assert (await transcript(client, thread))[-2:] == ["ONE", "answer 3 to ONE"]
+
+
+async def test_commands_that_would_skip_context_management_are_refused(tmp_path: Path) -> None:
+    async with sdk_gateway(tmp_path, scripted_factory(numbered())) as client:
+        thread = (await client.threads.create())["thread_id"]
+        await client.runs.wait(thread, "agent", input=user("one"))
+        for command, field in [
+            ({"goto": "tools"}, "command.goto"),
+            ({"goto": "nope"}, "command.goto"),
+            ({"goto": "__end__"}, "command.goto"),
+            ({}, "command"),
+            ({"resume": None}, "command"),
+            ({"update": None}, "command"),
+        ]:
+            # Raw HTTP: the SDK drops an empty command instead of sending it.
+            with pytest.raises(httpx.HTTPStatusError) as caught:
+                await client.http.post(
+                    f"/threads/{thread}/runs/wait",
+                    json={"assistant_id": "agent", "command": command},
+                )
+            response = caught.value.response
+            assert response.status_code == 422, (command, response.text)
+            assert response.json()["detail"].startswith(f"{field}:"), response.text

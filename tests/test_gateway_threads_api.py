@@ -285,3 +285,26 @@ async def test_interrupted_status_and_interrupts(tmp_path: Path, storage: dict[s
         after = await c.threads.get(thread_id)
         assert after["status"] == "idle" and after["interrupts"] == {}
         assert await c.threads.count(status="interrupted") == 1
+
+
+async def test_update_state_checks_messages_like_run_input(tmp_path: Path) -> None:
+    """An existing id would replace a message in place; an orphan tool result breaks the
+    next provider call. Both are refused (422), as for run input."""
+    async with sdk(tmp_path) as client:
+        thread = (await client.threads.create())["thread_id"]
+        await client.runs.wait(
+            thread, "agent", input={"messages": [{"role": "user", "content": "hi"}]}
+        )
+        state = await client.threads.get_state(thread)
+        answer_id = state["values"]["messages"][-1]["id"]
+        for message, field in [
+            ({"role": "user", "content": "x", "id": answer_id}, "values.messages[0].id"),
+            ({"role": "tool", "content": "x", "tool_call_id": "nope"}, "values.messages[0]"),
+        ]:
+            status, body = await _status(
+                client.threads.update_state(thread, {"messages": [message]})
+            )
+            assert status == 422, body
+            assert body["detail"].startswith(field), body
+        after = await client.threads.get_state(thread)
+        assert after["values"]["messages"] == state["values"]["messages"]

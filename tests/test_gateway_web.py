@@ -44,7 +44,7 @@ async def test_cors_preflight_for_a_configured_origin(tmp_path: Path) -> None:
         other = await c.options(
             "/threads/search", headers={**PREFLIGHT, "Origin": "http://evil.example"}
         )
-        assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+        assert other.status_code == 403 and "access-control-allow-origin" not in other.headers
 
 
 async def test_cors_is_off_by_default(tmp_path: Path) -> None:
@@ -52,10 +52,36 @@ async def test_cors_is_off_by_default(tmp_path: Path) -> None:
         gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())
     ) as (c, _):
         pre = await c.options("/threads/search", headers=PREFLIGHT)
-        assert pre.status_code == 405
+        assert pre.status_code == 403
         assert "access-control-allow-origin" not in pre.headers
+        # Without CORS a browser page is another site: refused before any route runs.
         r = await c.post("/threads/search", json={}, headers={"Origin": UI})
-        assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+        assert r.status_code == 403 and "access-control-allow-origin" not in r.headers
+        assert "gateway.cors_origins" in r.json()["detail"]
+
+
+async def test_cross_site_browser_requests_are_refused(tmp_path: Path) -> None:
+    """CORS does not stop a form or text/plain POST from another site; this does."""
+    async with open_gateway(
+        gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel(default="ran"))
+    ) as (c, _):
+        evil = {"Origin": "http://evil.example", "Content-Type": "text/plain"}
+        body = json.dumps(
+            {"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "x"}]}}
+        )
+        for path in ("/runs/wait", "/threads", "/threads/search"):
+            r = await c.post(path, content=body, headers=evil)
+            assert r.status_code == 403, (path, r.text)
+        marked = await c.post("/threads", json={}, headers={"Sec-Fetch-Site": "cross-site"})
+        assert marked.status_code == 403
+        for origin in ("null",):
+            assert (
+                await c.post("/threads", json={}, headers={"Origin": origin})
+            ).status_code == 403
+        # The SDKs and server-side passthroughs send no Origin; the gateway's own pages do.
+        assert (await c.post("/threads", json={})).status_code == 200
+        same = await c.post("/threads", json={}, headers={"Origin": "http://testserver"})
+        assert same.status_code == 200, same.text
 
 
 async def test_host_header_is_validated(tmp_path: Path) -> None:

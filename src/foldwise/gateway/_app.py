@@ -27,7 +27,12 @@ from foldwise.gateway._context import router as context_routes
 from foldwise.gateway._deps import Gateway
 from foldwise.gateway._errors import ErrorGuardMiddleware, install_error_handlers
 from foldwise.gateway._health import router as health_routes
-from foldwise.gateway._http import HostMiddleware, JsonBodyMiddleware, add_cors
+from foldwise.gateway._http import (
+    CrossSiteMiddleware,
+    HostMiddleware,
+    JsonBodyMiddleware,
+    add_cors,
+)
 from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
 from foldwise.gateway._limits import BodyLimitMiddleware
 from foldwise.gateway._manager import RunManager
@@ -127,12 +132,14 @@ def create_app(
     install_error_handlers(app)
     for router in _ROUTERS:
         app.include_router(router)
-    # Added innermost first. Outside in: error guard, Host check, CORS (so a 401 still carries
-    # its headers and preflights need no key), auth, body limit, JSON whatever the type.
+    # Added innermost first. Outside in: error guard, Host check, cross-site refusal, CORS (so a
+    # 401 still carries its headers and preflights need no key), auth, body limit, JSON
+    # whatever the type.
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.gateway.max_body_bytes)
     app.add_middleware(AuthMiddleware, authenticator=Authenticator(config.gateway.auth))
     add_cors(app, config.gateway.cors_origins)
+    app.add_middleware(CrossSiteMiddleware, origins=config.gateway.cors_origins)
     app.add_middleware(HostMiddleware, config=config.gateway)
     app.add_middleware(ErrorGuardMiddleware)  # outermost of ours: wraps the body limit too
     return app

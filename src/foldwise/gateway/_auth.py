@@ -38,6 +38,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_MAX_IDENTITY = 256
+"""Longest identity an authenticator may return (thread owners are stored with it)."""
+
 LOCAL_IDENTITY = ""
 """The identity of every request when no auth is configured (no authenticated user has it)."""
 
@@ -92,6 +95,11 @@ class Authenticator:
             result = await result
         if result is not None and not isinstance(result, str):
             raise TypeError(f"the authenticator returned {type(result).__name__}, not str | None")
+        if result and (len(result) > _MAX_IDENTITY or not result.isprintable()):
+            raise ValueError(
+                f"the authenticator returned an identity that is not 1-{_MAX_IDENTITY} printable "
+                "characters"
+            )
         return result or None
 
     async def identify(self, request: Request) -> str | None:
@@ -155,13 +163,13 @@ class AuthMiddleware:
         except HTTPException as error:  # the hook's own answer (e.g. 403 for a revoked token)
             await _unauthorized(str(error.detail), error.status_code)(scope, receive, send)
             return
-        except Exception as error:  # fail closed, and say why in the log (never the token)
+        except Exception as error:  # fail closed; log the error's type only (its text may
+            # quote the credentials the hook was given)
             logger.warning(
-                "authenticator failed on %s %s: %s: %s",
+                "authenticator failed on %s %s: %s",
                 scope.get("method"),
                 scope.get("path"),
                 type(error).__name__,
-                error,
             )
             identity = None
         if identity is None:

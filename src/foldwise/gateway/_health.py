@@ -18,18 +18,25 @@ async def health(gateway: GatewayDep) -> Response:
     """200 `{"status": "ok", ...}` when storage answers, 503 `{"status": "unavailable"}` if not."""
     from foldwise import __version__
 
-    body = {
-        "status": "ok",
-        "version": __version__,
-        "storage": gateway.storage.backend,
-        "assistants": gateway.agents.assistant_ids,
-        "active_runs": len(gateway.runs.active),
-    }
+    # Public even with auth on: then it says only whether the gateway is up, nothing about
+    # other identities' activity, the agents or the storage.
+    detailed = not gateway.config.gateway.auth.enabled
+    body: dict[str, object] = {"status": "ok"}
+    if detailed:
+        body.update(
+            version=__version__,
+            storage=gateway.storage.backend,
+            assistants=gateway.agents.assistant_ids,
+            active_runs=len(gateway.runs.active),
+        )
     try:
         await gateway.storage.ping()
-        body["schema_version"] = await gateway.storage.schema_version()
+        if detailed:
+            body["schema_version"] = await gateway.storage.schema_version()
     except StorageError as error:
-        body.update(status="unavailable", detail=str(error))
+        body["status"] = "unavailable"
+        if detailed:
+            body["detail"] = str(error)
         return JSONResponse(body, status_code=503)
     return JSONResponse(body)
 

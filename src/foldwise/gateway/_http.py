@@ -20,7 +20,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from foldwise.config import GatewayConfig
 from foldwise.gateway._serde import JSONResponse
 
-__all__ = ["EXPOSED_HEADERS", "HostMiddleware", "JsonBodyMiddleware", "add_cors", "host_name"]
+__all__ = [
+    "EXPOSED_HEADERS",
+    "CrossSiteMiddleware",
+    "HostMiddleware",
+    "JsonBodyMiddleware",
+    "add_cors",
+    "host_name",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +108,56 @@ def add_cors(app: FastAPI, origins: list[str]) -> None:
         allow_headers=["*"],
         expose_headers=list(EXPOSED_HEADERS),
     )
+
+
+class CrossSiteMiddleware:
+    """Pure ASGI middleware: refuse requests a browser sends from another site (403).
+
+    CORS only stops a page from *reading* a response; a cross-site `POST` with a "simple"
+    content type (`text/plain`, a form) is still delivered. Because every body is read as JSON
+    here, such a request could start runs on a gateway without keys. So a request whose
+    `Origin` is neither one of `gateway.cors_origins` nor the gateway itself, or that the
+    browser marks `Sec-Fetch-Site: cross-site`, is refused before any route runs. Clients that
+    are not browsers (the SDKs, server-side passthroughs) send no `Origin` and are unaffected.
+
+    Args:
+        app: The wrapped application.
+        origins: The allowed origins (`gateway.cors_origins`).
+    """
+
+    def __init__(self, app: ASGIApp, *, origins: list[str]) -> None:
+        self.app = app
+        self.origins = frozenset(o.rstrip("/").lower() for o in origins)
+
+    def _foreign(self, headers: dict[bytes, bytes]) -> str | None:
+        origin = headers.get(b"origin", b"").decode("latin-1").strip().rstrip("/").lower()
+        site = headers.get(b"sec-fetch-site", b"").decode("latin-1").strip().lower()
+        if origin and origin != "null":
+            if origin in self.origins or "*" in self.origins:
+                return None
+            host = headers.get(b"host", b"").decode("latin-1").strip().lower()
+            if origin.partition("://")[2] == host:
+                return None  # the gateway's own pages
+            return origin
+        if origin == "null" or site == "cross-site":
+            return origin or "a cross-site page"
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 403 to a cross-site browser request; pass everything else on."""
+        if scope["type"] == "http":
+            foreign = self._foreign(dict(scope.get("headers", ())))
+            if foreign is not None:
+                response = JSONResponse(
+                    {
+                        "detail": f"cross-site request from {foreign} refused; allow the "
+                        "origin with gateway.cors_origins"
+                    },
+                    status_code=403,
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _is_json(content_type: bytes) -> bool:

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage
 from foldwise.gateway._errors import RequestFieldError
 from foldwise.gateway._messages import parse_input_messages
 
-__all__ = ["RunInput", "parse_messages_object", "parse_run_input"]
+__all__ = ["RunInput", "checked_goto", "parse_messages_object", "parse_run_input"]
 
 _COMMAND_KEYS = ("resume", "goto", "update")
 
@@ -79,6 +79,8 @@ def _command(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[BaseMessage]]
         command["goto"] = names
     update = raw.get("update")
     messages = [] if update is None else parse_messages_object(update, "command.update")
+    if not command and not messages:
+        raise RequestFieldError("command", "needs resume, goto or update.messages")
     return command, messages
 
 
@@ -128,3 +130,26 @@ def parse_run_input(
     if run_input is None:
         return RunInput(checkpoint_id=start)
     return RunInput(parse_messages_object(run_input, "input"), None, start)
+
+
+def checked_goto(command: dict[str, Any] | None, nodes: Sequence[str]) -> dict[str, Any] | None:
+    """`command` with its `goto` made safe for the agent graph whose nodes are `nodes`.
+
+    Jumping straight to a node skips the steps before it (compaction, offload, durable
+    capture), so the only target is the start of a model step: `model` (or the loop's entry
+    node itself) is sent to the first node of that step, where every middleware runs.
+
+    Raises:
+        RequestFieldError: Any other target (422).
+    """
+    if not command or "goto" not in command:
+        return command
+    entry = next((n for n in nodes if n.endswith(".before_model")), "model")
+    for name in command["goto"]:
+        if name not in ("model", entry):
+            raise RequestFieldError(
+                "command.goto",
+                f"{name!r} is not supported: only 'model' (the next model step, with all of "
+                "foldwise's middleware) can be jumped to",
+            )
+    return {**command, "goto": entry}

@@ -29,7 +29,7 @@ from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._errors import GatewayClosingError, LeaseLostError, RequestFieldError
 from foldwise.gateway._faults import pause_after_checkpoint
 from foldwise.gateway._leases import ThreadLeases, lease_of
-from foldwise.gateway._messages import check_tool_results, interrupted_results
+from foldwise.gateway._messages import check_new_ids, check_tool_results, interrupted_results
 from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway.storage import GatewayStorage, RunRecord, RunStatus
 from foldwise.messages import analyze_tool_pairing
@@ -64,22 +64,6 @@ def _graph_input(spec: RunSpec, inputs: Sequence[BaseMessage]) -> Any:
             update=update, resume=spec.command.get("resume"), goto=spec.command.get("goto", ())
         )
     return update
-
-
-def _check_new_ids(messages: Sequence[BaseMessage], history: Sequence[BaseMessage]) -> None:
-    """Refuse input ids already in the thread.
-
-    LangGraph would overwrite that message in place (an AI tool call replaced by text would
-    orphan its results), and the transcript keeps only the first message of an id.
-    """
-    existing = {str(m.id) for m in history if m.id is not None}
-    for index, message in enumerate(messages):
-        if str(message.id) in existing:
-            raise RequestFieldError(
-                f"input.messages[{index}].id",
-                f"a message with id {message.id!r} is already in the thread; new messages need "
-                "new ids (or none)",
-            )
 
 
 class RunManager:
@@ -240,7 +224,7 @@ class RunManager:
             raise RequestFieldError("input", 'required: {"messages": [...]} (nothing to continue)')
         values = dict(snapshot.values or {})
         history = list(values.get("messages") or [])
-        _check_new_ids(spec.messages, [*history, *(head.values or {}).get("messages", [])])
+        check_new_ids(spec.messages, [*history, *(head.values or {}).get("messages", [])])
         pending = [call_id for _, call_id in analyze_tool_pairing(history).pending_calls]
         check_tool_results(spec.messages, pending)
         # Pending tasks (an interrupt, a fork before a node) answer their own tool calls.

@@ -46,6 +46,7 @@ from foldwise.messages import (
 
 __all__ = [
     "INTERRUPTED_TOOL_RESULT",
+    "check_new_ids",
     "check_tool_results",
     "check_values",
     "interrupted_results",
@@ -329,3 +330,21 @@ def message_from_record(record: Mapping[str, Any]) -> dict[str, Any] | None:
     except (KeyError, TypeError, ValueError):
         return None
     return message.model_dump()
+
+
+def check_new_ids(
+    messages: Sequence[BaseMessage], history: Sequence[BaseMessage], field: str = "input.messages"
+) -> None:
+    """Refuse input ids already in the thread.
+
+    LangGraph would overwrite that message in place (an AI tool call replaced by text would
+    orphan its results), and the transcript keeps only the first message of an id.
+    """
+    existing = {str(m.id) for m in history if m.id is not None}
+    for index, message in enumerate(messages):
+        if str(message.id) in existing:
+            raise RequestFieldError(
+                f"{field}[{index}].id",
+                f"a message with id {message.id!r} is already in the thread; new messages need "
+                "new ids (or none)",
+            )

@@ -31,7 +31,7 @@ from fastapi.responses import StreamingResponse
 from foldwise.errors import ThreadNotFoundError
 from foldwise.gateway._deps import Gateway, GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._errors import RunNotFoundError
-from foldwise.gateway._inputs import parse_run_input
+from foldwise.gateway._inputs import checked_goto, parse_run_input
 from foldwise.gateway._manager import ActiveRun, RunSpec
 from foldwise.gateway._messages import check_values
 from foldwise.gateway._schemas import OffsetQuery, PageQuery, RunCreate
@@ -94,7 +94,7 @@ async def start_run(
         model_name=model_name,
         hosted=hosted,
         messages=parsed.messages,
-        command=parsed.command,
+        command=checked_goto(parsed.command, list(hosted.graph.nodes)),
         checkpoint_id=parsed.checkpoint_id,
         stream_subgraphs=body.stream_subgraphs,
         resumable=body.stream_resumable,

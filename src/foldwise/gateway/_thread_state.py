@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response
+from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import InvalidUpdateError
 
@@ -31,7 +32,7 @@ from foldwise.gateway._deps import (
 from foldwise.gateway._errors import RequestFieldError
 from foldwise.gateway._inputs import parse_messages_object
 from foldwise.gateway._leases import lease_of
-from foldwise.gateway._messages import check_values
+from foldwise.gateway._messages import check_new_ids, check_tool_results, check_values
 from foldwise.gateway._schemas import (
     HistoryRequest,
     StateAtCheckpoint,
@@ -40,6 +41,7 @@ from foldwise.gateway._schemas import (
 )
 from foldwise.gateway._serde import JSONResponse, jsonable
 from foldwise.gateway.storage import ThreadRecord
+from foldwise.messages import analyze_tool_pairing
 
 __all__ = ["listed_view", "pending_interrupts", "router", "thread_view"]
 
@@ -152,6 +154,15 @@ def _update_values(values: Any) -> dict[str, Any] | None:
     return {"messages": messages} if messages else {}
 
 
+async def _check_update(graph: Any, config: Any, messages: list[BaseMessage]) -> None:
+    """The checks a run's input gets: new ids only, tool results that answer pending calls."""
+    snapshot = await graph.aget_state(config)
+    history = list((snapshot.values or {}).get("messages") or [])
+    check_new_ids(messages, history, "values.messages")
+    pending = [call_id for _, call_id in analyze_tool_pairing(history).pending_calls]
+    check_tool_results(messages, pending, field="values.messages")
+
+
 @router.post("/threads/{thread_id}/state")
 async def update_state(
     gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep, body: StateUpdate
@@ -171,6 +182,8 @@ async def update_state(
         if checkpoint_id is not None:
             await _require_checkpoint(gateway, thread_id, checkpoint_id)
         config = _config(thread_id, checkpoint_id)
+        if values and values.get("messages"):
+            await _check_update(graph, config, values["messages"])
         config["configurable"].update(gateway.runs.leases.fence(thread_id, operation_id))
         try:
             written = await graph.aupdate_state(config, values, as_node=body.as_node)
