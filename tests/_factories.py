@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 _ids = itertools.count()
 
@@ -69,3 +69,19 @@ class LenCounter:
         return RequestCount(
             total=total, messages=total - static_tokens, static=static_tokens, anchored=False
         )
+
+
+def tool_turns(turns: int) -> list[BaseMessage]:
+    """A system prompt, then `turns` of question, tool call and tool result (fixed ids)."""
+    messages: list[BaseMessage] = [SystemMessage("You are terse.", id="sys")]
+    for i in range(turns):
+        messages.append(HumanMessage(f"question {i} " * 20, id=f"h{i}"))
+        messages.append(
+            AIMessage(
+                "",
+                id=f"a{i}",
+                tool_calls=[{"name": "lookup", "args": {"q": f"q{i}"}, "id": f"c{i}"}],
+            )
+        )
+        messages.append(ToolMessage(f"result {i} " * 50, tool_call_id=f"c{i}", id=f"t{i}"))
+    return messages

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from tests.support.gateway import drop_schema, postgres_url
 
 _ALLOWED_HOSTS = {"127.0.0.1", "localhost", "::1", "testserver"}
 
@@ -47,3 +51,16 @@ def _block_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The gateway storage URL of each backend: a SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'db' / 'gateway.db'}"
+        return
+    url, dsn, schema = postgres_url()
+    try:
+        yield url
+    finally:
+        drop_schema(dsn, schema)

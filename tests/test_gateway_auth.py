@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,8 @@ from foldwise.errors import ConfigError
 from foldwise.gateway import create_app
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
-    drop_schema,
     gateway_config,
     open_gateway,
-    postgres_url,
     scripted_factory,
     user,
 )
@@ -31,19 +28,6 @@ KEYS = {
 }
 ALICE = {"x-api-key": "key-alice"}
 BOB = {"Authorization": "Bearer key-bob"}
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A SQLite file, or a fresh schema in the local PostgreSQL."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'gateway.db'}"
-        return
-    url, dsn, schema = postgres_url()
-    try:
-        yield url
-    finally:
-        drop_schema(dsn, schema)
 
 
 def keyed_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **extra: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,27 +18,13 @@ from langgraph_sdk.client import LangGraphClient
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     Gate,
-    drop_schema,
     gateway_config,
     open_gateway,
-    postgres_url,
     scripted_factory,
     user,
 )
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'gateway.db'}"
-        return
-    url, dsn, schema = postgres_url()
-    try:
-        yield url
-    finally:
-        drop_schema(dsn, schema)
 
 
 @asynccontextmanager

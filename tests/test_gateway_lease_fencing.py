@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -41,18 +40,6 @@ MANUAL_ONLY = {
         "preserve_human": {"mode": "none"},
     }
 }
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'gateway.db'}"
-        return
-    url, dsn, schema = postgres_url()
-    try:
-        yield url
-    finally:
-        drop_schema(dsn, schema)
 
 
 async def take_over(url: str, thread_id: str) -> None:

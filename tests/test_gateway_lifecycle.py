@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
@@ -16,11 +14,9 @@ from foldwise.gateway._messages import INTERRUPTED_TOOL_RESULT
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     Gate,
-    drop_schema,
     gateway_config,
     is_summarizer_call,
     open_gateway,
-    postgres_url,
     scripted_factory,
     user,
 )
@@ -36,18 +32,6 @@ COMPACTING = {
 
 def brain(messages: list[BaseMessage]) -> str:
     return "SUMMARY so far" if is_summarizer_call(messages) else "an answer " * 8
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'db' / 'gateway.db'}"
-        return
-    url, dsn, schema = postgres_url()
-    try:
-        yield url
-    finally:
-        drop_schema(dsn, schema)
 
 
 async def test_a_restarted_server_shows_the_same_state_transcript_and_receipts(

@@ -8,7 +8,7 @@ status with its `interrupts`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,8 @@ from foldwise.gateway import _thread_copy
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     Gate,
-    drop_schema,
     gateway_config,
     open_gateway,
-    postgres_url,
     scripted_factory,
     user,
 )
@@ -35,17 +33,10 @@ from tests.support.gateway import (
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """Config overrides for a SQLite file or a fresh Postgres schema."""
-    if request.param == "sqlite":
-        yield {}
-        return
-    url, dsn, schema = postgres_url()
-    try:
-        yield {"storage": {"url": url}}
-    finally:
-        drop_schema(dsn, schema)
+@pytest.fixture
+def storage(storage_url: str) -> dict[str, Any]:
+    """Config overrides for the backend of `storage_url` (SQLite file or Postgres schema)."""
+    return {"storage": {"url": storage_url}}
 
 
 @asynccontextmanager

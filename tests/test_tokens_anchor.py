@@ -10,7 +10,6 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
-    SystemMessage,
     ToolMessage,
     messages_from_dict,
     messages_to_dict,
@@ -18,6 +17,7 @@ from langchain_core.messages import (
 
 from foldwise.tokens import USAGE_STAMP_KEY, RequestCount, TokenCounter, _counter, estimate_tokens
 from foldwise.tokens._anchor import EMPTY_PREFIX, prefix_step
+from tests._factories import tool_turns
 
 
 def _usage(input_tokens: int, output_tokens: int = 10) -> dict[str, int]:
@@ -30,21 +30,6 @@ def _usage(input_tokens: int, output_tokens: int = 10) -> dict[str, int]:
 
 def _counter_() -> TokenCounter:
     return TokenCounter("estimate", estimate_tokens)
-
-
-def _history(turns: int) -> list[BaseMessage]:
-    messages: list[BaseMessage] = [SystemMessage("You are terse.", id="sys")]
-    for i in range(turns):
-        messages.append(HumanMessage(f"question {i} " * 20, id=f"h{i}"))
-        messages.append(
-            AIMessage(
-                "",
-                id=f"a{i}",
-                tool_calls=[{"name": "lookup", "args": {"q": f"q{i}"}, "id": f"c{i}"}],
-            )
-        )
-        messages.append(ToolMessage(f"result {i} " * 50, tool_call_id=f"c{i}", id=f"t{i}"))
-    return messages
 
 
 def _answer(
@@ -63,8 +48,8 @@ def _answer(
     return counter.stamp_usage(answer, request, static_tokens=static)
 
 
-def _anchored_history(counter: TokenCounter) -> list[BaseMessage]:
-    history = _history(3)
+def _anchoredtool_turns(counter: TokenCounter) -> list[BaseMessage]:
+    history = tool_turns(3)
     return [*history, _answer(counter, history, 5000)]
 
 
@@ -94,7 +79,7 @@ def test_fresh_counter_ignores_unstamped_stale_usage_after_compaction() -> None:
 
 def test_same_counter_never_trusts_unstamped_usage() -> None:
     counter = _counter_()
-    history = [*_history(3), AIMessage("ok", id="final", usage_metadata=_usage(5000, 40))]
+    history = [*tool_turns(3), AIMessage("ok", id="final", usage_metadata=_usage(5000, 40))]
     assert counter.count_messages(history) == _plain(counter, history)
     assert counter.count_messages([*history, HumanMessage("x", id="x")]) == _plain(
         counter, [*history, HumanMessage("x", id="x")]
@@ -104,7 +89,7 @@ def test_same_counter_never_trusts_unstamped_usage() -> None:
 @pytest.mark.parametrize("fresh", [False, True])
 def test_stamped_anchor_is_stale_after_compaction(fresh: bool) -> None:
     counter = _counter_()
-    history = _anchored_history(counter)
+    history = _anchoredtool_turns(counter)
     assert counter.count_messages(history) == 5040
     # A compaction replaced everything before the answer by a summary.
     compacted = [HumanMessage("Summary: three lookups.", id="summary"), history[-1]]
@@ -118,7 +103,7 @@ def test_stamped_anchor_is_stale_after_compaction(fresh: bool) -> None:
 
 def test_anchor_stale_when_a_message_before_it_changed_under_the_same_id() -> None:
     counter = _counter_()
-    history = _anchored_history(counter)
+    history = _anchoredtool_turns(counter)
     edited = list(history)
     edited[3] = ToolMessage("clipped", tool_call_id="c0", id="t0")
     assert counter.count_messages(edited) == _plain(counter, edited)
@@ -126,7 +111,7 @@ def test_anchor_stale_when_a_message_before_it_changed_under_the_same_id() -> No
 
 def test_anchor_stale_when_prefix_order_differs() -> None:
     counter = _counter_()
-    history = _anchored_history(counter)
+    history = _anchoredtool_turns(counter)
     swapped = [history[0], history[2], history[1], *history[3:]]
     assert counter.count_messages(swapped) == _plain(counter, swapped)
 
@@ -143,7 +128,7 @@ def test_anchor_stale_when_prefix_order_differs() -> None:
 )
 def test_forged_or_malformed_stamps_are_ignored(stamp: Any) -> None:
     counter = _counter_()
-    history = _anchored_history(counter)
+    history = _anchoredtool_turns(counter)
     answer = history[-1]
     metadata = {**answer.response_metadata, USAGE_STAMP_KEY: stamp}
     forged = [*history[:-1], answer.model_copy(update={"response_metadata": metadata})]
@@ -152,7 +137,7 @@ def test_forged_or_malformed_stamps_are_ignored(stamp: Any) -> None:
 
 def test_stamp_with_wrong_position_is_ignored() -> None:
     counter = _counter_()
-    history = _history(3)
+    history = tool_turns(3)
     answer = _answer(counter, history, 5000)
     shifted = [*history, HumanMessage("between", id="between"), answer]
     assert counter.count_messages(shifted) == _plain(counter, shifted)
@@ -164,7 +149,7 @@ def test_stamp_with_wrong_position_is_ignored() -> None:
 @pytest.mark.parametrize("fresh", [False, True])
 def test_stamped_anchor_is_exact(fresh: bool) -> None:
     counter = _counter_()
-    history = _anchored_history(counter)
+    history = _anchoredtool_turns(counter)
     reader = _counter_() if fresh else counter
     assert reader.count_messages(history) == 5040
     assert reader.count_messages(history, anchor=False) == _plain(reader, history)
@@ -177,7 +162,7 @@ def test_stamped_anchor_is_exact(fresh: bool) -> None:
 
 def test_anchor_survives_serialization_round_trip() -> None:
     counter = _counter_()
-    history = _anchored_history(counter)
+    history = _anchoredtool_turns(counter)
     loaded = messages_from_dict(json.loads(json.dumps(messages_to_dict(history))))
     assert loaded[-1].id == "final"
     assert _counter_().count_messages(loaded) == 5040
@@ -196,7 +181,7 @@ def test_signature_is_stable_across_processes() -> None:
 
 def test_latest_verified_anchor_wins() -> None:
     counter = _counter_()
-    history = _anchored_history(counter)
+    history = _anchoredtool_turns(counter)
     later = [*history, HumanMessage("next", id="n")]
     later.append(_answer(counter, later, 6000, 5, id="a2"))
     assert counter.count_messages(later) == 6005
@@ -211,7 +196,7 @@ def test_latest_verified_anchor_wins() -> None:
 
 def test_anchor_ignores_empty_usage() -> None:
     counter = _counter_()
-    history = _history(1)
+    history = tool_turns(1)
     answer = AIMessage("x", id="z", usage_metadata=_usage(0, 0))
     assert counter.stamp_usage(answer, history, static_tokens=0) is answer
     assert counter.count_messages([*history, answer]) == _plain(counter, [*history, answer])
@@ -219,7 +204,7 @@ def test_anchor_ignores_empty_usage() -> None:
 
 def test_count_request_replaces_the_stamped_static_size() -> None:
     counter = _counter_()
-    history = _history(3)
+    history = tool_turns(3)
     history.append(_answer(counter, history, 5000, static=700))
     plain = _plain(counter, history)
     assert counter.count_request(history, static_tokens=700) == RequestCount(
@@ -232,7 +217,7 @@ def test_count_request_replaces_the_stamped_static_size() -> None:
 
 def test_stamp_usage_keeps_id_and_metadata() -> None:
     counter = _counter_()
-    history = _history(2)
+    history = tool_turns(2)
     answer = AIMessage(
         "hi", id="resp-1", usage_metadata=_usage(100), response_metadata={"model_name": "m"}
     )
@@ -250,7 +235,7 @@ def test_stamp_is_never_sent_to_openai() -> None:
 
     counter = _counter_()
     answer = AIMessage("hi", id="resp-1", usage_metadata=_usage(100))
-    stamped = counter.stamp_usage(answer, _history(1), static_tokens=0)
+    stamped = counter.stamp_usage(answer, tool_turns(1), static_tokens=0)
     assert _convert_message_to_dict(stamped) == _convert_message_to_dict(answer)
     assert "foldwise" not in json.dumps(_convert_message_to_dict(stamped, api="responses"))
 
@@ -268,7 +253,7 @@ def test_anchored_append_costs_only_the_new_messages(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(_counter, "prefix_step", step)
     counter = _counter_()
-    history = _history(3_333)  # 10,000 messages
+    history = tool_turns(3_333)  # 10,000 messages
     history.append(_answer(counter, history, 90_000))
     # Old unstamped usage all over the history must not make the check scan it.
     for index in range(2, len(history) - 1, 3):

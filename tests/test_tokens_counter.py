@@ -17,6 +17,7 @@ from foldwise.tokens import (
     _cache,
     estimate_tokens,
 )
+from tests._factories import tool_turns
 
 
 class RecordingCounter(TokenCounter):
@@ -30,21 +31,6 @@ class RecordingCounter(TokenCounter):
             return estimate_tokens(text)
 
         super().__init__("estimate", count)
-
-
-def _history(turns: int) -> list[BaseMessage]:
-    messages: list[BaseMessage] = [SystemMessage("You are terse.", id="sys")]
-    for i in range(turns):
-        messages.append(HumanMessage(f"question {i} " * 20, id=f"h{i}"))
-        messages.append(
-            AIMessage(
-                "",
-                id=f"a{i}",
-                tool_calls=[{"name": "lookup", "args": {"q": f"q{i}"}, "id": f"c{i}"}],
-            )
-        )
-        messages.append(ToolMessage(f"result {i} " * 50, tool_call_id=f"c{i}", id=f"t{i}"))
-    return messages
 
 
 # -- single messages ----------------------------------------------------------------------------
@@ -151,7 +137,7 @@ def test_tool_calls_change_recounts() -> None:
 
 def test_tool_calls_change_in_history_recounts() -> None:
     counter = TokenCounter("estimate", estimate_tokens)
-    history = _history(3)
+    history = tool_turns(3)
     before = counter.count_messages(history)
     ai = history[2]
     assert isinstance(ai, AIMessage)
@@ -183,14 +169,14 @@ def test_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_count_messages_is_sum_of_message_counts() -> None:
     counter = TokenCounter("estimate", estimate_tokens)
-    history = _history(5)
+    history = tool_turns(5)
     assert counter.count_messages(history) == sum(map(counter.count_message, history))
     assert counter.count_messages([]) == 0
 
 
 def test_append_tokenizes_only_the_new_message() -> None:
     counter = RecordingCounter()
-    history = _history(20)
+    history = tool_turns(20)
     total = counter.count_messages(history)
     counter.texts.clear()
     new = ToolMessage("fresh output " * 40, tool_call_id="c19", id="new")
@@ -202,7 +188,7 @@ def test_append_tokenizes_only_the_new_message() -> None:
 @pytest.mark.parametrize("edit", ["replace_middle", "remove_middle", "truncate", "copies"])
 def test_incremental_count_matches_fresh_counter(edit: str) -> None:
     counter = TokenCounter("estimate", estimate_tokens)
-    history = _history(10)
+    history = tool_turns(10)
     counter.count_messages(history)
     changed = list(history)
     if edit == "replace_middle":
@@ -219,7 +205,7 @@ def test_incremental_count_matches_fresh_counter(edit: str) -> None:
 
 def test_counter_is_thread_safe() -> None:
     counter = TokenCounter("estimate", estimate_tokens)
-    histories = [_history(30 + i) for i in range(6)]
+    histories = [tool_turns(30 + i) for i in range(6)]
     expected = [TokenCounter("estimate", estimate_tokens).count_messages(h) for h in histories]
     errors: list[BaseException] = []
     results: dict[int, set[int]] = {i: set() for i in range(len(histories))}
