@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
 from langchain_core.messages import AIMessage, BaseMessage
 
@@ -38,7 +34,7 @@ from tests.support.gateway import (
     scripted_factory,
     user,
 )
-from tests.test_serve_e2e import ROOT, _free_port, write_config
+from tests.test_serve_e2e import launch, write_config
 
 SUMMARY = "SUMMARY: the conversation so far."
 
@@ -153,30 +149,9 @@ async def test_a_compaction_records_lost_messages_before_removing_them(tmp_path:
 @contextmanager
 def _server(config_path: Path, cwd: Path, pause_marker: Path | None) -> Iterator[tuple[Any, str]]:
     """`foldwise serve` on a free port; with `pause_marker`, armed with the test-only pause."""
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("FOLDWISE_TEST_PAUSE_AFTER_CHECKPOINT", None)
-    if pause_marker is not None:
-        env["FOLDWISE_TEST_PAUSE_AFTER_CHECKPOINT"] = str(pause_marker)
-    log_path = cwd / f"server-{port}.log"
-    command = [sys.executable, "-m", "foldwise.cli", "serve", "--config", str(config_path)]
-    command += ["--port", str(port), "--log-level", "warning"]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    env = {"FOLDWISE_TEST_PAUSE_AFTER_CHECKPOINT": str(pause_marker)} if pause_marker else {}
+    process, url, _log = launch(config_path, cwd, env=env)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"foldwise serve exited early:\n{log_path.read_text()}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"foldwise serve did not start:\n{log_path.read_text()}")
-            time.sleep(0.1)
         yield process, url
     finally:
         if process.poll() is None:

@@ -89,55 +89,51 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def launch(
+    config_path: Path, cwd: Path, *options: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """Start `foldwise serve` on a free loopback port and wait until `/health` answers.
+
+    Returns the process, its URL and its log file; the caller stops the process.
+    """
+    port = _free_port()
+    pythonpath = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, "PYTHONPATH": pythonpath, **(env or {})}
+    log_path = cwd / f"server-{port}.log"
+    command = [sys.executable, "-m", "foldwise.cli", "serve", "--config", str(config_path)]
+    command += ["--port", str(port), "--log-level", "warning", *options]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"foldwise serve exited early:\n{log_path.read_text()}")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return process, url, log_path
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"foldwise serve did not start:\n{log_path.read_text()}")
+        time.sleep(0.1)
+
+
 @contextmanager
 def running_server(config_path: Path, cwd: Path, *options: str) -> Iterator[str]:
     """Start `foldwise serve` on a free loopback port; stop it with SIGTERM afterwards."""
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    log_path = cwd / f"server-{port}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "foldwise.cli",
-                "serve",
-                "--config",
-                str(config_path),
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-                *options,
-            ],
-            cwd=cwd,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                if process.poll() is not None:
-                    pytest.fail(f"foldwise serve exited early:\n{log_path.read_text()}")
-                try:
-                    if httpx.get(url + "/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"foldwise serve did not start:\n{log_path.read_text()}")
-                time.sleep(0.1)
-            yield url
-        finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+    process, url, log_path = launch(config_path, cwd, *options)
+    try:
+        yield url
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
     assert process.returncode == 0, log_path.read_text()
 
 
