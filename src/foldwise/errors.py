@@ -10,7 +10,8 @@ FoldwiseError
 │   ├── ConfigError                 foldwise.yaml, env interpolation, validation (file + key)
 │   ├── MessageFormatError          a malformed message (names its index and field)
 │   ├── TraceFormatError            a replay trace line that cannot be read (names the line)
-│   └── ArtifactIdError             an offload id that foldwise did not generate
+│   ├── ArtifactIdError             an offload id that foldwise did not generate
+│   └── MemoryInputError            a bad namespace, fact text or memory argument (names it)
 └── FoldwiseRuntimeError            valid request, failed execution
     ├── ModelConstructionError      a configured model could not be built (names the model)
     ├── SummaryGenerationError      every summarizer candidate failed; state untouched
@@ -18,7 +19,10 @@ FoldwiseError
     ├── ThreadNotFoundError         no such thread / checkpoint
     ├── ThreadBusyError             a run or compaction is already in flight on the thread
     ├── ArtifactNotFoundError       an offloaded artifact is missing or expired
-    └── StorageError                a storage backend failed
+    ├── StorageError                a storage backend failed
+    ├── FactNotFoundError           no such memory fact in the namespace
+    ├── RevisionConflictError       a memory write lost an optimistic-revision race (HTTP 409)
+    └── ExtractionError             a memory extractor failed or answered malformed output
 ```
 """
 
@@ -29,10 +33,14 @@ __all__ = [
     "ArtifactNotFoundError",
     "CompactionDisabledError",
     "ConfigError",
+    "ExtractionError",
+    "FactNotFoundError",
     "FoldwiseError",
     "FoldwiseRuntimeError",
+    "MemoryInputError",
     "MessageFormatError",
     "ModelConstructionError",
+    "RevisionConflictError",
     "StorageError",
     "SummaryGenerationError",
     "ThreadBusyError",
@@ -101,6 +109,17 @@ class ArtifactIdError(UsageError):
     """An artifact id is not one foldwise generated; no filesystem access was attempted."""
 
 
+class MemoryInputError(UsageError):
+    """A memory call got a bad namespace, fact text or argument; nothing was written.
+
+    The message names the offending field (``namespace[1]``, ``text``, ``k``, ...).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
 class FoldwiseRuntimeError(FoldwiseError):
     """A valid request failed while being carried out."""
 
@@ -152,3 +171,28 @@ class ArtifactNotFoundError(FoldwiseRuntimeError):
 
 class StorageError(FoldwiseRuntimeError):
     """A storage backend failed."""
+
+
+class FactNotFoundError(FoldwiseRuntimeError):
+    """No fact with this id in the namespace (another namespace's facts are never found)."""
+
+    def __init__(self, fact_id: str) -> None:
+        self.fact_id = fact_id
+        super().__init__(f"memory fact {fact_id!r} not found")
+
+
+class RevisionConflictError(FoldwiseRuntimeError):
+    """A memory write named a revision that is no longer current; nothing was written."""
+
+    def __init__(self, fact_id: str, *, expected: int, actual: int) -> None:
+        self.fact_id = fact_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"memory fact {fact_id!r} is at revision {actual}, not {expected}; "
+            "read it again and retry"
+        )
+
+
+class ExtractionError(FoldwiseRuntimeError):
+    """A memory extractor failed (timeout, model error, malformed answer); nothing was applied."""

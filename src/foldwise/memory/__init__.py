@@ -1,0 +1,37 @@
+"""Long-term memory across threads (seed 003's third layer): facts that outlive a thread.
+
+See docs/memory.md. The pieces: `Fact` and its slots (`_facts`), the two seams
+(`MemoryBackend`, `Extractor` in `_contracts`), and `MemoryManager`, which owns every decision.
+"""
+
+from __future__ import annotations
+
+from foldwise.memory._contracts import (
+    Extractor,
+    FactChange,
+    MemoryBackend,
+    MemoryCapabilities,
+    ScoredFact,
+)
+from foldwise.memory._facts import (
+    Candidate,
+    Fact,
+    FactSource,
+    MemoryDecision,
+    Namespace,
+    namespace_for,
+)
+
+__all__ = [
+    "Candidate",
+    "Extractor",
+    "Fact",
+    "FactChange",
+    "FactSource",
+    "MemoryBackend",
+    "MemoryCapabilities",
+    "MemoryDecision",
+    "Namespace",
+    "ScoredFact",
+    "namespace_for",
+]
