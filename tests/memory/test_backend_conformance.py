@@ -160,7 +160,7 @@ async def test_status_filters(api: Api) -> None:
     assert [f.id for f in await api.list(status="quarantined")] == ["c"]
     with pytest.raises(MemoryInputError, match="statuses"):
         await api.search("city", statuses=["deleted"])
-    with pytest.raises(MemoryInputError, match="^k: "):
+    with pytest.raises(MemoryInputError, match=r"^k: "):
         await api.search("city", k=0)
 
 
