@@ -59,18 +59,21 @@ def test_the_corpus_is_deterministic_and_has_short_cjk_queries() -> None:
         assert case.query in corpus.texts[case.target].lower()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_cjk_recall_at_5_on_2000_facts(kind: str, tmp_path: Path) -> None:
-    corpus = memory_search_corpus(2000, 300)
+def _run(kind: str, tmp_path: Path, corpus: SearchCorpus) -> tuple[float, float]:
     backend, cleanup = _open(kind, tmp_path)
     backend.setup()
     try:
         _load(backend, corpus)
-        recall, p95 = _measure(backend, corpus)
+        return _measure(backend, corpus)
     finally:
         backend.close()
         if cleanup:
             drop_schema(*cleanup)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cjk_recall_at_5_on_2000_facts(kind: str, tmp_path: Path) -> None:
+    recall, p95 = _run(kind, tmp_path, memory_search_corpus(2000, 300))
     print(f"\n{kind}: recall@5 {recall:.3f}, p95 {p95:.2f} ms over 2,000 facts")
     assert recall >= 0.95
 
@@ -80,15 +83,7 @@ def test_cjk_recall_at_5_on_2000_facts(kind: str, tmp_path: Path) -> None:
 def test_search_latency_at_10000_facts(kind: str, tmp_path: Path) -> None:
     # Unselective queries too (max_matches unbounded): 1-character queries hit many facts.
     corpus = memory_search_corpus(10_000, 300, max_matches=10_000)
-    backend, cleanup = _open(kind, tmp_path)
-    backend.setup()
-    try:
-        _load(backend, corpus)
-        recall, p95 = _measure(backend, corpus)
-    finally:
-        backend.close()
-        if cleanup:
-            drop_schema(*cleanup)
+    recall, p95 = _run(kind, tmp_path, corpus)
     print(f"\n{kind}: p95 {p95:.2f} ms, recall@5 {recall:.3f} over 10,000 facts")
     if kind == "sqlite":
         assert p95 <= 20.0

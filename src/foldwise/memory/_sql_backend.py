@@ -1,13 +1,13 @@
 """`SqlMemoryBackend`: facts in SQLite or PostgreSQL, one implementation over a small dialect.
 
-Why sync DB-API code with async twins that run it in a worker thread (`foldwise._steps.blocking`)
-rather than step generators over two drivers: memory needs a blocking form (library runs and the
-CLI have no event loop) and a non-blocking one, and the SQL is the same in both. Writing it
-once against stdlib `sqlite3` and sync `psycopg` and moving each whole call off the loop keeps
-one code path, keeps a transaction on one thread from ``BEGIN`` to ``COMMIT``, and costs one
-thread hop per call, which is small next to a database round trip. The gateway's own tables
-stay async-native (`aiosqlite`, async psycopg); both share the database file or schema safely
-(WAL and busy timeout on SQLite, row locks on PostgreSQL).
+Why sync DB-API code whose async twins run it in a worker thread (`off_loop`, the method form
+of `foldwise._steps.blocking`) rather than step generators over two drivers: memory needs a
+blocking form (library runs and the CLI have no event loop) and a non-blocking one, and the SQL
+is the same in both. Writing it once against stdlib `sqlite3` and sync `psycopg` and moving each
+whole call off the loop keeps one code path, keeps a transaction on one thread from ``BEGIN``
+to ``COMMIT``, and costs one thread hop per call, small next to a database round trip. The
+gateway's own tables stay async-native (`aiosqlite`, async psycopg); both share the database
+file or schema safely (WAL and busy timeout on SQLite, row locks on PostgreSQL).
 
 Each fact is one row: its JSON body (the source of truth, so new `Fact` fields need no
 migration) plus the columns that filters and ordering read. See `_sql_dialect` for the search
@@ -16,12 +16,13 @@ index of each database.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from foldwise._steps import blocking
 from foldwise.errors import MemoryInputError
 from foldwise.memory._backend_common import (
     WriteArgs,
@@ -37,7 +38,28 @@ from foldwise.memory._facts import Fact, FactStatus, Namespace, Slot, check_name
 from foldwise.memory._sql_dialect import Dialect, Session
 from foldwise.memory._terms import index_terms, query_terms
 
-__all__ = ["SqlMemoryBackend"]
+__all__ = ["SqlMemoryBackend", "off_loop"]
+
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def off_loop(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """The async twin of a blocking method: the same call, in a worker thread (`asyncio.to_thread`).
+
+    Like `foldwise._steps.blocking`, for a method, keeping its signature and docstring.
+    """
+
+    @functools.wraps(method)
+    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(method, self, *args, **kwargs)
+
+    run.__name__ = run.__qualname__ = "a" + method.__name__
+    return run
+
 
 _COLUMNS = (
     "namespace, fact_id, subject, attribute, status, confidence, valid_from, valid_to, "
@@ -66,17 +88,13 @@ class SqlMemoryBackend:
         """Connect and create or migrate the ``memory_`` tables (idempotent)."""
         self.dialect.open()
 
-    async def asetup(self) -> None:
-        """`setup`, off the event loop."""
-        await blocking(self.setup)()
+    asetup = off_loop(setup)
 
     def close(self) -> None:
         """Disconnect; safe to call twice."""
         self.dialect.close()
 
-    async def aclose(self) -> None:
-        """`close`, off the event loop."""
-        await blocking(self.close)()
+    aclose = off_loop(close)
 
     # writes ----------------------------------------------------------------------------------
 
@@ -116,6 +134,8 @@ class SqlMemoryBackend:
                         seq,
                     ),
                 )
+
+    awrite = off_loop(write)
 
     def _check_changes(
         self, session: Session, args: WriteArgs, key: str
@@ -176,17 +196,6 @@ class SqlMemoryBackend:
     def _time(self, moment: datetime | None) -> Any:
         return None if moment is None else self.dialect.to_time(moment)
 
-    async def awrite(
-        self,
-        namespace: Namespace,
-        *,
-        new: Sequence[Fact] = (),
-        changes: Sequence[FactChange] = (),
-        embeddings: Sequence[Sequence[float] | None] = (),
-    ) -> None:
-        """`write`, off the event loop."""
-        await blocking(self.write)(namespace, new=new, changes=changes, embeddings=embeddings)
-
     def delete(self, namespace: Namespace, fact_id: str) -> bool:
         """Delete one fact for real (an explicit forget); `False` if it was not there."""
         key = namespace_key(check_namespace(namespace))
@@ -200,9 +209,7 @@ class SqlMemoryBackend:
             )
         return True
 
-    async def adelete(self, namespace: Namespace, fact_id: str) -> bool:
-        """`delete`, off the event loop."""
-        return await blocking(self.delete)(namespace, fact_id)
+    adelete = off_loop(delete)
 
     # reads -----------------------------------------------------------------------------------
 
@@ -213,9 +220,7 @@ class SqlMemoryBackend:
             found = self._find(session, key, fact_id)
         return None if found is None else found[1]
 
-    async def aget(self, namespace: Namespace, fact_id: str) -> Fact | None:
-        """`get`, off the event loop."""
-        return await blocking(self.get)(namespace, fact_id)
+    aget = off_loop(get)
 
     def list_facts(
         self,
@@ -245,16 +250,7 @@ class SqlMemoryBackend:
             rows = session.fetchall(self.dialect.sql(query), params)
         return [Fact.model_validate_json(row[0]) for row in rows]
 
-    async def alist_facts(
-        self,
-        namespace: Namespace,
-        *,
-        status: FactStatus | None = None,
-        slot: Slot | None = None,
-        limit: int | None = None,
-    ) -> list[Fact]:
-        """`list_facts`, off the event loop."""
-        return await blocking(self.list_facts)(namespace, status=status, slot=slot, limit=limit)
+    alist_facts = off_loop(list_facts)
 
     def search(
         self,
@@ -280,17 +276,7 @@ class SqlMemoryBackend:
         ]
         return rank(hits, args.k)
 
-    async def asearch(
-        self,
-        namespace: Namespace,
-        query: str,
-        *,
-        k: int = 5,
-        statuses: Sequence[FactStatus] = ("active",),
-        as_of: datetime | None = None,
-    ) -> list[ScoredFact]:
-        """`search`, off the event loop."""
-        return await blocking(self.search)(namespace, query, k=k, statuses=statuses, as_of=as_of)
+    asearch = off_loop(search)
 
     def search_vector(
         self,
@@ -323,16 +309,4 @@ class SqlMemoryBackend:
                 hits.append(ScoredFact(fact=Fact.model_validate_json(body), score=score))
         return rank(hits, args.k)
 
-    async def asearch_vector(
-        self,
-        namespace: Namespace,
-        vector: Sequence[float],
-        *,
-        k: int = 5,
-        statuses: Sequence[FactStatus] = ("active",),
-        as_of: datetime | None = None,
-    ) -> list[ScoredFact]:
-        """`search_vector`, off the event loop."""
-        return await blocking(self.search_vector)(
-            namespace, vector, k=k, statuses=statuses, as_of=as_of
-        )
+    asearch_vector = off_loop(search_vector)
