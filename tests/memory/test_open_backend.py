@@ -36,7 +36,8 @@ def test_postgres_urls() -> None:
 
 
 def test_memory_url_and_a_given_store() -> None:
-    assert isinstance(open_backend("memory://"), StoreMemoryBackend)
+    memory = open_backend("memory://")
+    assert isinstance(memory, StoreMemoryBackend) and isinstance(memory, MemoryBackend)
     store = InMemoryStore()
     backend = open_backend("sqlite:///ignored.db", store=store)
     assert isinstance(backend, StoreMemoryBackend) and backend.store is store

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from foldwise.memory._bm25 import BM25Index
-from foldwise.memory._terms import index_terms, query_terms
+from foldwise.memory._terms import MAX_QUERY_TERMS, MAX_WORD_CHARS, index_terms, query_terms
 
 
 def test_cjk_runs_index_unigrams_and_bigrams() -> None:
@@ -40,6 +40,13 @@ def test_latin_words_are_folded_and_scripts_split() -> None:
 )
 def test_query_terms(query: str, terms: list[str]) -> None:
     assert query_terms(query) == terms
+
+
+def test_long_words_and_long_queries_are_bounded() -> None:
+    assert index_terms("x" * 500) == ["x" * MAX_WORD_CHARS]
+    assert query_terms("X" * 500) == ["x" * MAX_WORD_CHARS]
+    many = " ".join(f"w{i}" for i in range(200))
+    assert query_terms(many) == [f"w{i}" for i in range(MAX_QUERY_TERMS)]
 
 
 def test_every_query_term_of_a_text_is_one_of_its_index_terms() -> None:

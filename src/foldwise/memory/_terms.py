@@ -8,12 +8,15 @@ terms (SQLite FTS5 and PostgreSQL only split them on spaces again):
 - text is NFKC-folded (full-width ``ＡＢＣ１`` becomes ``abc1``) and lower-cased;
 - a run of CJK characters (Han, Hiragana, Katakana, Hangul) is indexed as its unigrams *and*
   its bigrams: ``我住在北京`` gives ``我 住 在 北 京 我住 住在 在北 北京``;
-- any other run of letters and digits is one word (``Python``, ``3.12`` gives ``3`` and ``12``).
+- any other run of letters and digits is one word (``Python``, ``3.12`` gives ``3`` and ``12``),
+  cut to its first `MAX_WORD_CHARS` characters (a base64 blob is not a search term, and
+  PostgreSQL refuses lexemes over 2 KB).
 
 A query splits the same way, but a CJK run of two or more characters contributes only its
 bigrams (``北京大学`` gives ``北京 京大 大学``: an exact phrase matches every one of them and
 ranks first), and a lone CJK character its unigram. Mixed-script queries keep every term
-(``Python 数据`` gives ``python 数据``), so an English hit never hides a Chinese one.
+(``Python 数据`` gives ``python 数据``), so an English hit never hides a Chinese one; only the
+first `MAX_QUERY_TERMS` distinct terms count (a whole message may be used as a query).
 """
 
 from __future__ import annotations
@@ -21,7 +24,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["index_terms", "query_terms"]
+__all__ = ["MAX_QUERY_TERMS", "MAX_WORD_CHARS", "index_terms", "query_terms"]
+
+MAX_WORD_CHARS = 64
+"""Longer non-CJK words are indexed and queried by their first 64 characters."""
+MAX_QUERY_TERMS = 64
+"""A query keeps its first 64 distinct terms."""
 
 _CJK = (
     "\u1100-\u11ff"  # Hangul Jamo
@@ -41,7 +49,7 @@ _TOKEN = re.compile(f"([{_CJK}]+)|([^\\W_{_CJK}]+)")
 def _runs(text: str) -> list[tuple[bool, str]]:
     """``(is_cjk, run)`` for each run of CJK characters or of other letters/digits."""
     folded = unicodedata.normalize("NFKC", text).lower()
-    return [(bool(cjk), cjk or word) for cjk, word in _TOKEN.findall(folded)]
+    return [(bool(cjk), cjk or word[:MAX_WORD_CHARS]) for cjk, word in _TOKEN.findall(folded)]
 
 
 def index_terms(text: str) -> list[str]:
@@ -71,7 +79,7 @@ def query_terms(text: str) -> list[str]:
 
     Returns:
         Words, and for each CJK run its bigrams (a single CJK character: itself).
-        Empty when the query has no letters or digits.
+        At most `MAX_QUERY_TERMS`; empty when the query has no letters or digits.
     """
     terms: list[str] = []
     for cjk, run in _runs(text):
@@ -79,4 +87,4 @@ def query_terms(text: str) -> list[str]:
             terms.append(run)
         else:
             terms.extend(run[i : i + 2] for i in range(len(run) - 1))
-    return list(dict.fromkeys(terms))
+    return list(dict.fromkeys(terms))[:MAX_QUERY_TERMS]
