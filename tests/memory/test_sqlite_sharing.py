@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from foldwise.gateway.storage import open_storage
-from foldwise.memory import open_backend
+from foldwise.memory import SqlMemoryBackend, open_backend
 from tests.memory.conftest import NS, fact
 
 _WRITER = """
@@ -74,12 +76,28 @@ def test_several_processes_write_one_file(tmp_path: Path) -> None:
 async def test_async_twins_run_concurrently_off_the_loop(tmp_path: Path) -> None:
     asyncio.get_running_loop().set_debug(True)
     backend = open_backend(f"sqlite:///{tmp_path / 'm.db'}")
+    assert isinstance(backend, SqlMemoryBackend)
     await backend.asetup()
+    dialect = backend.dialect
+    threads: list[int] = []
+    for name in ("read", "write"):
+        original = getattr(dialect, name)
+
+        def recording(original: Any = original) -> Any:
+            threads.append(threading.get_ident())
+            return original()
+
+        setattr(dialect, name, recording)
     try:
         await asyncio.gather(
             *(backend.awrite(NS, new=[fact(f"fact {i} 東京", id=f"f{i}")]) for i in range(20)),
             *(backend.asearch(NS, "東京") for _ in range(20)),
         )
         assert len(await backend.alist_facts(NS)) == 20
+        assert await backend.aget(NS, "f3") is not None
+        assert await backend.adelete(NS, "f3") is True
+        assert await backend.asearch_vector(NS, [1.0]) == []
     finally:
         await backend.aclose()
+    assert len(threads) == 20 + 20 + 4
+    assert threading.get_ident() not in threads  # every database call ran off the loop

@@ -10,7 +10,10 @@ search. Both index the same pre-tokenized `foldwise.memory._terms` terms:
 
 - SQLite: an FTS5 table (``memory_fts``) whose ``ascii`` tokenizer only splits on the spaces
   between our terms (non-ASCII characters are token characters, so ``北京`` stays one token),
-  ranked by ``bm25()``; a hashed namespace column restricts the match to one namespace.
+  ranked by ``bm25()``; a hashed namespace column restricts the match to one namespace (its
+  weight is 0). FTS5 keeps its statistics per table, so the IDF counts every namespace's rows
+  (a score, never a result, depends on other namespaces), and a term in more than half of all
+  rows gets FTS5's floor IDF: such a term barely ranks and confidence, then recency, decide.
 - PostgreSQL: a ``tsvector`` built from the terms and their positions (no text-search parser
   involved, so no locale can re-split CJK), a GIN index for the OR match, and BM25 computed in
   SQL from the per-namespace document frequencies and lengths.
