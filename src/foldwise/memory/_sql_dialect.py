@@ -248,14 +248,14 @@ def tsquery_literal(terms: Sequence[str]) -> str:
 
 
 _PG_SEARCH = f"""
-WITH stats AS (
+WITH stats AS MATERIALIZED (
     SELECT count(*) AS n, coalesce(avg(doc_len), 1) AS avgdl
     FROM {{p}}memory_facts WHERE namespace = ?
 ), hits AS (
     SELECT f.seq, u.lexeme, cardinality(u.positions) AS tf, f.doc_len
     FROM {{p}}memory_facts f CROSS JOIN LATERAL unnest(f.terms) AS u
     WHERE f.namespace = ? AND f.terms @@ CAST(? AS tsquery) AND u.lexeme = ANY(?)
-), df AS (
+), df AS MATERIALIZED (
     SELECT lexeme, count(*) AS df FROM hits GROUP BY lexeme
 ), scored AS (
     SELECT h.seq, CAST(sum(
