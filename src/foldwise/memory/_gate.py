@@ -110,7 +110,7 @@ _OTHER_SUBJECT = re.compile(
     r"|client|customer|neighbou?r|roommate)s?\b"
     r"|^(?:the|this|that|our) (?:project|repo|repository|codebase|app|service|api|server|system"
     r"|database|team|company|library|product)\b|^(?:he|she|they|it|his|her|their)\b"
-    r"|^(?:我的|我们的)?(?:同事|老板|经理|领导|团队|公司|老婆|老公|妻子|丈夫|朋友|儿子|女儿|孩子|妈妈|爸爸"
+    r"|^(?:我的|我们的|我)?(?:同事|老板|经理|领导|团队|公司|老婆|老公|妻子|丈夫|朋友|儿子|女儿|孩子|妈妈|爸爸"
     r"|哥哥|姐姐|弟弟|妹妹|客户|邻居|室友)|^(?:这个|该|我们的)(?:项目|仓库|代码库|服务|系统|接口|产品)"
     r"|^(?:他|她|它|他们|她们)",
     _I,
@@ -161,7 +161,15 @@ def _label_reason(candidate: Candidate) -> str | None:
     return None
 
 
+_LEAD_IN = re.compile(
+    r"^(?:(?:please |and |also |but )?(?:remember|note|keep in mind|don't forget|do not forget)"
+    r"(?: that|:|,)?\s+|(?:请)?(?:记住|记得|别忘了)[：:，,]?\s*)",
+    _I,
+)
+
+
 def _text_reason(text: str) -> str | None:
+    text = _LEAD_IN.sub("", text.strip())
     for code, pattern in (
         ("transactional_grant", _GRANT),
         ("task_scoped", _TASK_SCOPED),
@@ -207,7 +215,8 @@ def screen(
         ``("quarantined", code)`` for text that acts on the agent (store it for review),
         ``("rejected", code)`` for out-of-scope text (drop it), else None.
     """
-    for text in (candidate.text, *_relevant_evidence(candidate.text, evidence_text)):
+    # A message that tries to act on the agent taints every candidate drawn from it.
+    for text in (candidate.text, *split_clauses(evidence_text)):
         code = quarantine_reason(text)
         if code is not None:
             return ("quarantined", code)

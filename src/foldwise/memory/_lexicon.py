@@ -104,7 +104,7 @@ def preference_topic(value: str) -> str:
     return normalize_slot_part("_".join(words[:3])) if words else "general"
 
 
-_SENTENCE_END = re.compile(r"(?<=[。！？；!?;\n])|(?<=[.])(?=\s|$)")
+_SENTENCE_END = re.compile(r"(?<=[。！？；\n])|(?<=[.!?;])(?=\s|$)")
 _SUBJECT_START = re.compile(
     r"^\s*(?:我|以后|今后|从现在|其实|另外|还有|记住|i\b|i'm\b|i've\b|i'd\b|my\b|from now on"
     r"|actually\b|also\b|and i\b|but i\b|remember\b|please remember\b|forget\b)",

@@ -25,7 +25,9 @@ class ClausePattern:
 
 _I = re.IGNORECASE
 _NOW = r"(?:now |currently |recently |just |also |actually )*"
-_ZH_NOW = r"(?:现在|目前|已经|刚刚|刚|也|还|其实|最近|平时|一般|主要)*"
+_ZH_NOW = (
+    r"(?:现在|目前|已经|刚刚|刚|也|还|其实|最近|平时|一般|主要|去年|今年|前年|上个月|早就|后来)*"
+)
 _PROFESSIONS = (
     r"engineer|developer|designer|manager|scientist|teacher|student|doctor|nurse|researcher"
     r"|analyst|writer|lawyer|consultant|architect|administrator|sysadmin|programmer"
@@ -59,26 +61,47 @@ PATTERNS: tuple[ClausePattern, ...] = (
     ),
     _p("standing", r"^(?:以后|今后|从现在开始|从现在起|从今以后)[，,：:]?\s*(?P<value>.+)$"),
     # Retractions and corrections.
-    _p("home_city", rf"\bi (?:no longer|don't|do not) live in (?P<value>.+?)(?: any ?more)?$",
-       retract=True),
-    _p("employer", r"\bi (?:no longer|don't|do not) work (?:at|for) (?P<value>.+?)(?: any ?more)?$",
-       retract=True),
-    _p("employer", r"\bi(?:'m| am) no longer (?:working|employed) (?:at|for|by) (?P<value>.+)$",
-       retract=True),
-    _p("employer", r"\bi (?:quit|left) (?:my job at |my job|my position at )?(?P<value>.*)$",
-       retract=True),
+    _p(
+        "home_city",
+        r"\bi (?:no longer|don't|do not) live in (?P<value>.+?)(?: any ?more)?$",
+        retract=True,
+    ),
+    _p(
+        "employer",
+        r"\bi (?:no longer|don't|do not) work (?:at|for) (?P<value>.+?)(?: any ?more)?$",
+        retract=True,
+    ),
+    _p(
+        "employer",
+        r"\bi(?:'m| am) no longer (?:working|employed) (?:at|for|by) (?P<value>.+)$",
+        retract=True,
+    ),
+    _p(
+        "employer",
+        r"\bi (?:quit|left) (?:my job at |my job|my position at )?(?P<value>.*)$",
+        retract=True,
+    ),
     _p("tool", r"\bi (?:no longer|don't|do not) use (?P<value>.+?)(?: any ?more)?$", retract=True),
-    _p("likes", r"\bi (?:no longer|don't|do not) (?:like|love|enjoy) (?P<value>.+?) any ?more$",
-       retract=True),
+    _p(
+        "likes",
+        r"\bi (?:no longer|don't|do not) (?:like|love|enjoy) (?P<value>.+?) any ?more$",
+        retract=True,
+    ),
     _p("likes", r"\bi no longer (?:like|love|enjoy) (?P<value>.+)$", retract=True),
-    _p("home_city", r"我(?:已经)?不再住在(?P<value>.+)$|我(?:已经)?不住在(?P<value2>.+?)了$",
-       retract=True),
+    _p(
+        "home_city",
+        r"我(?:已经)?不再住在(?P<value>.+)$|我(?:已经)?不住在(?P<value2>.+?)了$",
+        retract=True,
+    ),
     _p("employer", r"我(?:已经)?(?:不再|不)在(?P<value>.+?)(?:工作|上班)了?$", retract=True),
     _p("employer", r"我(?:已经)?(?:从(?P<value>.+?))?离职了?$", retract=True),
     _p("tool", r"我(?:已经)?(?:不再|不)(?:用|使用)(?P<value>.+?)了?$", retract=True),
     _p("likes", r"我(?:已经)?不再喜欢(?P<value>.+?)了?$", retract=True),
     # Identity, place, work.
-    _p("name", r"\b(?:my name is|my name's|call me|i go by|i'm called|i am called)\s+(?P<value>.+)$"),
+    _p(
+        "name",
+        r"\b(?:my name is|my name's|call me|i go by|i'm called|i am called)\s+(?P<value>.+)$",
+    ),
     _p("name", r"(?:我叫|叫我|我的名字(?:是|叫)|我的英文名(?:是|叫))(?P<value>.+)$"),
     _p("home_city", rf"\bi(?:'ve| have)? {_NOW}(?:moved|relocated) (?:back )?to (?P<value>.+)$"),
     _p("home_city", rf"\bi {_NOW}live in (?P<value>.+)$"),
@@ -89,9 +112,16 @@ PATTERNS: tuple[ClausePattern, ...] = (
     _p("home_city", rf"我{_ZH_NOW}在(?P<value>.+?)(?:生活|定居)$"),
     _p("role", rf"\bi {_NOW}work as (?:an? |the )?(?P<value>.+)$"),
     _p("role", r"\bmy (?:job|role|position|title|job title) is (?:an? |the )?(?P<value>.+)$"),
-    _p("role", rf"\bi(?:'m| am) {_NOW}(?:an?|the) (?P<value>(?:[\w-]+ ){{0,3}}(?:{_PROFESSIONS}))\b"),
-    _p("responsibility",
-       rf"\bi {_NOW}(?:admin|administer|maintain|manage|run|own|lead|moderate) (?P<value>.+)$"),
+    _p(
+        "role",
+        rf"\bi(?:'m| am) {_NOW}(?:an?|the) (?P<value>(?:[\w-]+ ){{0,3}}(?:{_PROFESSIONS}))\b",
+    ),
+    _p(
+        "responsibility",
+        rf"\bi {_NOW}(?:admin|administer|maintain|manage|run|own|lead|moderate) (?P<value>.+)$",
+    ),
+    _p("volunteer", rf"\bi {_NOW}volunteer (?:at|for|with) (?P<value>.+)$"),
+    _p("volunteer", rf"我{_ZH_NOW}(?:在|给)(?P<value>.+?)(?:做|当)志愿者$"),
     _p("employer", rf"\bi {_NOW}work (?:at|for) (?P<value>.+)$"),
     _p("employer", rf"\bi(?:'ve| have)? {_NOW}joined (?P<value>.+)$"),
     _p("employer", rf"\bi(?:'m| am) {_NOW}(?:employed|working) (?:at|by|for) (?P<value>.+)$"),
@@ -105,8 +135,11 @@ PATTERNS: tuple[ClausePattern, ...] = (
     _p("language", r"\bi(?:'m| am) a native (?P<value>\w+) speaker\b"),
     _p("language", r"我的母语是(?P<value>.+)$"),
     # Tools (before likes/prefer: "I switched to vim" is a tool, not a taste).
-    _p("tool", r"\bi(?:'ve| have)? (?:\w+ )?(?:switched|migrated|changed|moved)(?: over)?"
-       r"(?: from .+?)? to (?P<value>.+)$"),
+    _p(
+        "tool",
+        r"\bi(?:'ve| have)? (?:\w+ )?(?:switched|migrated|changed|moved)(?: over)?"
+        r"(?: from .+?)? to (?P<value>.+)$",
+    ),
     _p("tool", rf"\bi(?:'m| am)? {_NOW}(?:mainly |mostly |usually )?(?:use|using) (?P<value>.+)$"),
     _p("tool", r"(?:改用|换成|换用|切换到|迁移到|改成用)(?P<value>.+)$"),
     _p("tool", rf"我{_ZH_NOW}从.+?(?:换到|切换到|迁移到)了?(?P<value>.+)$"),
@@ -132,7 +165,9 @@ _EN_TAIL = re.compile(
     r"|in (?:19|20)\d\d|(?:a few|two|three|\d+) (?:days|weeks|months|years) ago))+$",
     re.IGNORECASE,
 )
-_ZH_TAIL = re.compile(r"(?:上个月|去年|今年|最近|了|啦|呢|吧|哦|啊|呀|现在|了哦|去了|来了|工作了|上班了)+$")
+_ZH_TAIL = re.compile(
+    r"(?:上个月|去年|今年|最近|了|啦|呢|吧|哦|啊|呀|现在|了哦|去了|来了|工作了|上班了)+$"
+)
 
 
 def clean_value(value: str) -> str:

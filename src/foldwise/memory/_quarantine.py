@@ -51,8 +51,7 @@ QUARANTINE_REASONS = (
 
 _I = re.IGNORECASE
 _INVISIBLE = re.compile(
-    "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad\u180e"
-    "\U000e0000-\U000e007f]"
+    "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad\u180e\U000e0000-\U000e007f]"
 )
 _MARKUP = re.compile(
     r"</?\s*(?:system|assistant|user|human|memory|memories|instructions?|tool|function|developer"
@@ -69,7 +68,8 @@ _URL = re.compile(r"(?:https?|ftp)://[^\s<>\"'）)\]]+", _I)
 _MD_IMAGE = re.compile(r"!\[[^\]]*\]\(\s*(?:https?:)?//", _I)
 _DATA_PARAM = re.compile(
     r"[?&](?:q|d|data|payload|content|text|msg|message|secret|token|key|api_?key|session"
-    r"|conv|chat|history|memory|prompt|leak|exfil|info|user|email|password|cookie)=", _I
+    r"|conv|chat|history|memory|prompt|leak|exfil|info|user|email|password|cookie)=",
+    _I,
 )
 _TEMPLATE = re.compile(r"[{}$<>]|%7b|%24|\[[A-Z_]{3,}\]", _I)
 _SEND = re.compile(
@@ -113,6 +113,7 @@ _SECRET = re.compile(
     r"|api[ _-]?keys?|passwords?|credentials|secrets?|private keys?"
     r"|(?:access|auth|api|bearer|session|github|secret|oauth) tokens?"
     r"|env(?:ironment)? var(?:iable)?s|ssh keys?|\.env)\b"
+    r"|你的(?:系统提示词?|提示词|密钥|密码|令牌|凭证|私钥|环境变量|api ?key)"
     r"|(?:泄露|输出|打印|显示|发送|告诉|透露|重复)[^。！？]{0,20}(?:系统提示|提示词|密钥|密码|令牌|凭证|私钥"
     r"|环境变量|api ?key)",
     _I,
@@ -121,17 +122,17 @@ _ACTIONS = (
     r"run|execute|exec|eval|invoke|call|send|email|post|upload|forward|transfer|wire|pay|delete"
     r"|remove|drop|wipe|erase|rm|truncate|destroy|push|force-push|merge|deploy|install|download"
     r"|curl|wget|disable|turn off|bypass|grant|approve|sudo|chmod|chown|kill|shutdown|reboot"
-    r"|overwrite|commit|publish|share|reveal|leak|expose|click|fetch|obey|comply|trust"
+    r"|overwrite|commit|publish|share|reveal|leak|expose|click|fetch|obey|comply|trust|skip"
     r"|make me|give me admin|wire|transfer"
 )
 _IMPERATIVE = re.compile(
     rf"(?:^|[.!?;:\n]\s*|\b(?:always|please|must|shall|will now|from now on|every time"
-    rf"|whenever|each time|automatically|immediately|silently|secretly)\s+(?:\w+\s+)?)"
+    rf"|whenever|each time|automatically|immediately|silently|secretly)[,:]?\s+(?:\w+\s+)?)"
     rf"(?:{_ACTIONS})\b(?!\s+(?:me|to me)\b(?!\s+admin))"
     r"|\byou\s+(?:must|have to|need to|are required to|shall|will now|are now|should now"
     r"|are (?:hereby )?(?:ordered|instructed|authori[sz]ed|allowed|permitted))\b"
     r"|\bdo not (?:tell|inform|warn|ask|notify)\b[^.!?]{0,30}\b(?:user|anyone|me)\b"
-    r"|(?:总是|始终|一直|每次都?|永远|自动|立即|立刻|悄悄|偷偷|必须)(?:要|都|先)?(?:执行|运行|调用|发送|上传"
+    r"|(?:总是|始终|一直|每次|永远|自动|立即|立刻|悄悄|偷偷|必须)[^。！？，,；]{0,8}?(?:执行|运行|调用|发送|上传"
     r"|转发|删除|推送|部署|安装|下载|提交|合并|授予|批准|转账|支付|公开|分享|泄露|复制|打开|访问|服从|遵守"
     r"|相信|关闭|禁用)"
     r"|你(?:必须|一定要|务必|现在必须|需要立即|被授权|被允许|有权)"

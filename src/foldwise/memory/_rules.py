@@ -32,7 +32,7 @@ from foldwise.messages import is_real_user_message, message_text
 
 __all__ = ["ParsedStatement", "RulesExtractor", "parse_statement"]
 
-_MULTI_VALUED = frozenset({"likes", "dislikes", "responsibilities", "note"})
+_MULTI_VALUED = frozenset({"likes", "dislikes", "responsibilities", "volunteering", "note"})
 _FAMILY_SLOTS: dict[str, tuple[str, FactCategory, float]] = {
     # family: (attribute, category, importance)
     "name": ("name", "identity", 0.95),
@@ -40,6 +40,7 @@ _FAMILY_SLOTS: dict[str, tuple[str, FactCategory, float]] = {
     "employer": ("employer", "work", 0.75),
     "role": ("role", "work", 0.75),
     "responsibility": ("responsibilities", "work", 0.6),
+    "volunteer": ("volunteering", "work", 0.5),
     "language": ("language", "language", 0.8),
     "likes": ("likes", "preference", 0.5),
     "dislikes": ("dislikes", "preference", 0.5),
@@ -63,9 +64,11 @@ class ParsedStatement:
 def _slot(family: str, value: str, topic: str | None) -> tuple[str, FactCategory, float]:
     if family == "tool":
         kind = tool_kind(value)
-        return f"tool:{kind or normalize_slot_part(value.split()[0] if value.split() else value)}", (
-            "tooling"
-        ), 0.65
+        return (
+            f"tool:{kind or normalize_slot_part(value.split()[0] if value.split() else value)}",
+            ("tooling"),
+            0.65,
+        )
     if family in ("prefer", "standing"):
         subject = topic if topic else value
         name = normalize_slot_part(topic) if topic else preference_topic(subject)
@@ -123,9 +126,9 @@ def _action(
     return "supersede", 0.95
 
 
-def _candidate(parsed: ParsedStatement, clause: str, evidence: str, known: Sequence[Fact]) -> (
-    Candidate
-):
+def _candidate(
+    parsed: ParsedStatement, clause: str, evidence: str, known: Sequence[Fact]
+) -> Candidate:
     action, confidence = _action(parsed, known)
     return Candidate(
         action=action,  # type: ignore[arg-type]
@@ -163,9 +166,9 @@ class RulesExtractor:
 
     name = "rules"
 
-    def extract(self, messages: Sequence[BaseMessage], *, known: Sequence[Fact] = ()) -> list[
-        Candidate
-    ]:
+    def extract(
+        self, messages: Sequence[BaseMessage], *, known: Sequence[Fact] = ()
+    ) -> list[Candidate]:
         """The candidates of `messages`' user statements, in order (no I/O)."""
         candidates: list[Candidate] = []
         for message in messages:
