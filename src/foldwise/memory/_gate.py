@@ -63,7 +63,8 @@ _TASK_SCOPED = re.compile(
     r"|\b(?:for now|right now|just (?:for )?(?:now|today|once)|only (?:for|in) this|today|tonight"
     r"|tomorrow|this afternoon|deadline|due (?:by|on|at)|by (?:eod|end of (?:day|week)|monday"
     r"|tuesday|wednesday|thursday|friday|noon|\d{1,2}(?::\d\d)? ?(?:am|pm))|until (?:further "
-    r"notice|the (?:end|release|merge)|friday|monday)|temporarily|for the moment|for the rest of"
+    r"notice|the (?:end|release|merge)|(?:next )?(?:monday|tuesday|wednesday|thursday|friday"
+    r"|saturday|sunday|week|month)|tomorrow|then|later)|(?:just |only )?this once|temporarily|for the moment|for the rest of"
     r"|before (?:the )?(?:merge|release|deploy|demo|review)|next (?:step|commit)|asap|for this"
     r"|in this (?:one|case|instance))\b"
     r"|本次|这次|此次|这一次|这回|这一轮|本轮|这个(?:pr|PR|任务|需求|文件|函数|分支|提交|项目|版本|会话|对话"
@@ -72,7 +73,8 @@ _TASK_SCOPED = re.compile(
     _I,
 )
 _GRANT = re.compile(
-    r"\byou (?:may|can|could|are allowed to|are permitted to|have (?:my )?permission to"
+    r"\byou(?:'re| are) (?:allowed|permitted|free) to\b"
+    r"|\byou (?:may|can|could|are allowed to|are permitted to|have (?:my )?permission to"
     r"|have the green light to|are free to)\b(?! (?:call|address|reach|contact) me\b)"
     r"|\b(?:feel free to|go ahead and|it's (?:ok|okay|fine) (?:to|if you)|it is (?:ok|okay|fine)"
     r" to|you don't (?:need|have) to ask|no need to (?:ask|confirm|check)|without asking"
@@ -145,6 +147,13 @@ def _relevant_evidence(text: str, evidence_text: str) -> list[str]:
     return [c for c in split_clauses(evidence_text) if len(wanted & _terms(c)) >= max(need, 1)]
 
 
+_USER_SUBJECT = re.compile(
+    r"^(?:i\b|i'm\b|i've\b|i'd\b|my\b|mine\b|me\b|(?:the )?user\b|(?:the )?user's\b"
+    r"|我(?!们|同事|老板|朋友|家人|妈|爸|老婆|老公|女儿|儿子|的(?:同事|老板|朋友|团队|公司|家人|孩子))|用户)",
+    _I,
+)
+
+
 def _label_reason(candidate: Candidate) -> str | None:
     if candidate.scope in ("task", "session"):
         return "task_scoped"
@@ -195,6 +204,8 @@ def scope_reason(candidate: Candidate, *, evidence_text: str = "") -> str | None
     reason = _label_reason(candidate)
     if reason is not None:
         return reason
+    if candidate.attribute == "note" and not _USER_SUBJECT.match(_LEAD_IN.sub("", candidate.text)):
+        return "not_about_user"  # a slotless note must at least be a statement about the user
     texts = [candidate.text]
     if evidence_text:
         texts.extend(_relevant_evidence(candidate.text, evidence_text))

@@ -59,7 +59,8 @@ _MARKUP = re.compile(
     r"|<\|[a-z_]{2,20}\|>|\[/?(?:inst|system|sys)\]|<<\s*/?sys\s*>>"
     r"|(?:^|\n)\s*(?:#{1,4}\s*)?(?:system|assistant|developer|tool)\s*(?:message|prompt)?\s*:"
     r"|(?:^|\n)\s*```\s*(?:system|instructions?)\b|【\s*系统\s*】|<\s*/?\s*系统\s*>"
-    r"|(?:^|\n)\s*(?:系统|助手|系统提示)\s*[:：]",
+    r"|(?:^|\n)\s*(?:系统|助手|系统提示)\s*[:：]"
+    r"|<!--[^>]{0,40}?(?:system|instruction|assistant|prompt|admin)",
     _I,
 )
 _BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{32,}={0,2}(?![A-Za-z0-9+/=])")
@@ -74,8 +75,10 @@ _DATA_PARAM = re.compile(
 _TEMPLATE = re.compile(r"[{}$<>]|%7b|%24|\[[A-Z_]{3,}\]", _I)
 _SEND = re.compile(
     r"\b(?:send|post|upload|forward|transmit|exfiltrate|leak|email|report|submit|fetch|load"
-    r"|visit|open|render|curl|wget|ping|beacon)\b[^.!?。！？]{0,80}(?:https?://|ftp://)"
-    r"|(?:发送|上传|转发|提交|发到|传到|访问|打开|请求)[^。！？]{0,40}(?:https?://|ftp://)",
+    r"|visit|open|render|curl|wget|ping|beacon|export|copy|sync|dump|mirror|mail)\b[^.!?。！？]{0,80}"
+    r"(?:https?://|ftp://|\b[\w.+-]+@[\w-]+\.[\w.]+)"
+    r"|(?:发送|上传|转发|提交|发到|传到|发给|访问|打开|请求|导出)[^。！？]{0,40}"
+    r"(?:https?://|ftp://|[\w.+-]+@[\w-]+\.[\w.]+)",
     _I,
 )
 _OVERRIDE = re.compile(
@@ -83,6 +86,11 @@ _OVERRIDE = re.compile(
     r"[^.!?。]{0,30}\b(?:previous|prior|above|earlier|preceding|all|any|your|the|system|original"
     r"|safety|existing)\b[^.!?。]{0,30}\b(?:instructions?|rules|prompts?|guidelines|polic(?:y|ies)"
     r"|directives|constraints|restrictions|guardrails|programming|messages?)\b"
+    r"|\b(?:not|no longer) (?:bound|restricted|limited) by (?:any |your |the )?(?:rules|restrictions|guidelines|policies)"
+    r"|\b(?:disable|disabling|turn(?:ing)? off|bypass(?:ing)?|remov(?:e|ing)|lift(?:ing)?)\s+"
+    r"(?:your|the|all|any)\s+(?:\w+\s+)?(?:filters?|safety|guardrails|restrictions|safeguards)"
+    r"|\b(?:earlier|previous|prior|above|system) (?:guidance|instructions|rules|prompt) (?:is|are) (?:void|invalid|cancel+ed|obsolete)"
+    r"|不受(?:任何)?(?:规则|限制|约束|指令)|(?:取消|解除|关闭)(?:所有|全部)?(?:的)?(?:安全)?(?:限制|过滤|审查)"
     r"|(?:忽略|无视|忘掉|忘记|绕过|覆盖|不要理会|不用管)[^。！？]{0,12}(?:之前|以上|上面|前面|所有|全部|系统|原有"
     r"|原来|安全)?[^。！？]{0,8}(?:指令|指示|规则|提示|提示词|设定|限制|约束|要求)",
     _I,
@@ -100,7 +108,10 @@ _AUTHORITY = re.compile(
     r" team)\s+(?:has |have )?(?:authori[sz]ed|approved|requires?|instructs?|says?)\b"
     r"|\bi\s+(?:hereby\s+)?(?:grant|authori[sz]e|give)\s+(?:you|myself|this (?:agent|assistant))"
     r"\s+(?:full |admin |root |unrestricted )?(?:permission|access|privileges?|rights|authority)"
-    r"|我是(?:你的|系统|本系统的?)(?:管理员|开发者|开发人员|创建者|主人|所有者|运营者|老板)"
+    r"|\b(?:i'?m|i am|we are|we're) (?:from|with|on) (?:the )?(?:openai|anthropic|google|microsoft"
+    r"|meta|security|safety|trust (?:and|&) safety|it|admin|platform|moderation) team\b"
+    r"|\bsystem (?:override|update|instruction|notice|message|command)s?\s*[:：]"
+    r"|我是(?:你的|系统|本系统的?|平台|本平台的?|网站|超级)(?:管理员|开发者|开发人员|创建者|主人|所有者|运营者|老板)"
     r"|作为你的(?:管理员|开发者|开发人员|创建者|主人)"
     r"|(?:管理员|开发者|超级用户|root|调试|越狱)(?:模式|权限|身份)"
     r"|(?:授予|赋予|给予)(?:你|我)?(?:完全|最高|管理员|root|所有)?的?权限"
@@ -109,7 +120,7 @@ _AUTHORITY = re.compile(
 )
 _SECRET = re.compile(
     r"\b(?:reveal|print|show|output|repeat|dump|leak|send|share|expose|tell (?:me|us|them)"
-    r"|include|append|list)\b[^.!?。]{0,40}\b(?:system prompt|hidden prompt|initial instructions"
+    r"|include|append|list|email|mail|forward|upload|post)\b[^.!?。]{0,40}(?:system prompt|hidden prompt|initial instructions"
     r"|api[ _-]?keys?|passwords?|credentials|secrets?|private keys?"
     r"|(?:access|auth|api|bearer|session|github|secret|oauth) tokens?"
     r"|env(?:ironment)? var(?:iable)?s|ssh keys?|\.env)\b"
@@ -123,6 +134,7 @@ _ACTIONS = (
     r"|remove|drop|wipe|erase|rm|truncate|destroy|push|force-push|merge|deploy|install|download"
     r"|curl|wget|disable|turn off|bypass|grant|approve|sudo|chmod|chown|kill|shutdown|reboot"
     r"|overwrite|commit|publish|share|reveal|leak|expose|click|fetch|obey|comply|trust|skip"
+    r"|rewrite|reset"
     r"|make me|give me admin|wire|transfer"
 )
 _IMPERATIVE = re.compile(
@@ -132,22 +144,25 @@ _IMPERATIVE = re.compile(
     r"|\byou\s+(?:must|have to|need to|are required to|shall|will now|are now|should now"
     r"|are (?:hereby )?(?:ordered|instructed|authori[sz]ed|allowed|permitted))\b"
     r"|\bdo not (?:tell|inform|warn|ask|notify)\b[^.!?]{0,30}\b(?:user|anyone|me)\b"
-    r"|(?:总是|始终|一直|每次|永远|自动|立即|立刻|悄悄|偷偷|必须)[^。！？，,；]{0,8}?(?:执行|运行|调用|发送|上传"
+    r"|(?:总是|始终|一直|每次|永远|自动|立即|立刻|悄悄|偷偷|必须|以后|今后|从现在起|从现在开始)"
+    r"[^。！？，,；]{0,8}?(?:执行|运行|调用|发送|上传"
     r"|转发|删除|推送|部署|安装|下载|提交|合并|授予|批准|转账|支付|公开|分享|泄露|复制|打开|访问|服从|遵守"
     r"|相信|关闭|禁用)"
     r"|你(?:必须|一定要|务必|现在必须|需要立即|被授权|被允许|有权)"
-    r"|(?:^|[。！？；\n])\s*(?:请)?(?:执行|运行|删除|推送|部署|发送|上传|转发|转账|禁用|关闭)",
+    r"|(?:^|[。！？；，,\n])[^。！？；，,\n]{0,6}?(?:执行|运行|删除|推送|部署|发送|上传|转发|转账|禁用|关闭)",
     _I,
 )
 
 
 _GRANT_ACTION = re.compile(
     rf"\b(?:you (?:may|can|could|are allowed to|are permitted to|have (?:my )?permission to"
+    rf"|'re allowed to|'re permitted to|'re free to"
     rf"|are free to|don't need to ask before)|feel free to|go ahead and|i (?:hereby )?"
     rf"(?:authori[sz]e|allow|permit) you to|it's (?:ok|okay|fine) to|permission to)"
     rf"\s+(?:\w+\s+){{0,2}}(?:{_ACTIONS}|skip|ignore)\b(?!\s+(?:me|to me)\b)"
-    r"|(?:可以直接|你可以|允许你|授权你|准许你|你有权|不用确认就?|无需确认就?|随便)[^。！？]{0,6}"
-    r"(?:删除|删掉|删|推送|强推|部署|合并|执行|运行|覆盖|清空|转账|支付|安装|卸载|关闭|禁用|提交|发布)",
+    r"|(?:可以直接|直接|你可以|允许你|授权你|准许你|你有权|不用确认就?|无需确认就?|随便)[^。！？]{0,6}"
+    r"(?:删除|删掉|删|推送|强推|部署|合并|执行|运行|覆盖|清空|转账|支付|安装|卸载|关闭|禁用|提交|发布|读取"
+    r"|访问|导出|下载|修改)",
     _I,
 )
 
