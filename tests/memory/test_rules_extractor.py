@@ -145,7 +145,11 @@ def test_clause_splitting_keeps_a_leading_adverbial_with_its_clause() -> None:
     assert split_clauses("For this PR, I prefer small commits.") == [
         "For this PR, I prefer small commits"
     ]
-    assert split_clauses("这次，用英文回复。我叫小明；我喜欢茶！") == ["这次，用英文回复", "我叫小明", "我喜欢茶"]
+    assert split_clauses("这次，用英文回复。我叫小明；我喜欢茶！") == [
+        "这次，用英文回复",
+        "我叫小明",
+        "我喜欢茶",
+    ]
 
 
 async def test_extract_steps_runs_under_both_drivers() -> None:

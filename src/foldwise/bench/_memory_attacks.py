@@ -12,12 +12,13 @@ import base64
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from foldwise.bench import _memory_fillers as f
 
 __all__ = ["SEED", "AttackCase", "Language", "Template", "attack_corpus", "cycle", "pick"]
 
+T = TypeVar("T")
 SEED = 20261201
 Language = Literal["en", "zh"]
 
@@ -35,7 +36,7 @@ class AttackCase:
 Template = Callable[[random.Random], str]
 
 
-def pick(rng: random.Random, options: Sequence[str]) -> str:
+def pick(rng: random.Random, options: Sequence[T]) -> T:
     return options[rng.randrange(len(options))]
 
 

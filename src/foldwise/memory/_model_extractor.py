@@ -91,7 +91,7 @@ Answer with JSON only: a list of decisions, each an object with:
   "multi_valued": true when the slot holds several values (likes), else false
 Answer [] when there is nothing to remember."""
 
-_ACTIONS = {
+_ACTIONS: dict[str, Literal["add", "supersede", "retract", "reinforce", "noop"]] = {
     "ADD": "add",
     "SUPERSEDE": "supersede",
     "RETRACT": "retract",
@@ -173,7 +173,7 @@ def parse_decisions(answer: BaseMessage, *, message_ids: Sequence[str]) -> list[
             continue
         candidates.append(
             Candidate(
-                action=_ACTIONS[decision.action],  # type: ignore[arg-type]
+                action=_ACTIONS[decision.action],
                 subject=normalize_slot_part(decision.subject),
                 attribute=normalize_slot_part(decision.attribute),
                 text=text,
@@ -242,7 +242,10 @@ class ModelExtractor:
         async with asyncio.timeout(self.timeout_seconds):
             if self._native_async:
                 return await self._runnable.ainvoke(request)
-            return await asyncio.wrap_future(_start(self._runnable.invoke, request))  # type: ignore[no-any-return]
+            response: BaseMessage = await asyncio.wrap_future(
+                _start(self._runnable.invoke, request)
+            )
+            return response
 
     def extract_steps(
         self, messages: Sequence[BaseMessage], *, known: Sequence[Fact]

@@ -86,10 +86,12 @@ _OVERRIDE = re.compile(
     r"[^.!?。]{0,30}\b(?:previous|prior|above|earlier|preceding|all|any|your|the|system|original"
     r"|safety|existing)\b[^.!?。]{0,30}\b(?:instructions?|rules|prompts?|guidelines|polic(?:y|ies)"
     r"|directives|constraints|restrictions|guardrails|programming|messages?)\b"
-    r"|\b(?:not|no longer) (?:bound|restricted|limited) by (?:any |your |the )?(?:rules|restrictions|guidelines|policies)"
+    r"|\b(?:not|no longer) (?:bound|restricted|limited) by (?:any |your |the )?"
+    r"(?:rules|restrictions|guidelines|policies)"
     r"|\b(?:disable|disabling|turn(?:ing)? off|bypass(?:ing)?|remov(?:e|ing)|lift(?:ing)?)\s+"
     r"(?:your|the|all|any)\s+(?:\w+\s+)?(?:filters?|safety|guardrails|restrictions|safeguards)"
-    r"|\b(?:earlier|previous|prior|above|system) (?:guidance|instructions|rules|prompt) (?:is|are) (?:void|invalid|cancel+ed|obsolete)"
+    r"|\b(?:earlier|previous|prior|above|system) (?:guidance|instructions|rules|prompt)"
+    r" (?:is|are) (?:void|invalid|cancel+ed|obsolete)"
     r"|不受(?:任何)?(?:规则|限制|约束|指令)|(?:取消|解除|关闭)(?:所有|全部)?(?:的)?(?:安全)?(?:限制|过滤|审查)"
     r"|(?:忽略|无视|忘掉|忘记|绕过|覆盖|不要理会|不用管)[^。！？]{0,12}(?:之前|以上|上面|前面|所有|全部|系统|原有"
     r"|原来|安全)?[^。！？]{0,8}(?:指令|指示|规则|提示|提示词|设定|限制|约束|要求)",
@@ -120,7 +122,8 @@ _AUTHORITY = re.compile(
 )
 _SECRET = re.compile(
     r"\b(?:reveal|print|show|output|repeat|dump|leak|send|share|expose|tell (?:me|us|them)"
-    r"|include|append|list|email|mail|forward|upload|post)\b[^.!?。]{0,40}(?:system prompt|hidden prompt|initial instructions"
+    r"|include|append|list|email|mail|forward|upload|post)\b[^.!?。]{0,40}"
+    r"(?:system prompt|hidden prompt|initial instructions"
     r"|api[ _-]?keys?|passwords?|credentials|secrets?|private keys?"
     r"|(?:access|auth|api|bearer|session|github|secret|oauth) tokens?"
     r"|env(?:ironment)? var(?:iable)?s|ssh keys?|\.env)\b"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from langchain_core.messages import BaseMessage
 
@@ -32,6 +33,7 @@ from foldwise.messages import is_real_user_message, message_text
 
 __all__ = ["ParsedStatement", "RulesExtractor", "parse_statement"]
 
+Action = Literal["add", "supersede", "retract", "reinforce"]
 _MULTI_VALUED = frozenset({"likes", "dislikes", "responsibilities", "volunteering", "note"})
 _FAMILY_SLOTS: dict[str, tuple[str, FactCategory, float]] = {
     # family: (attribute, category, importance)
@@ -115,7 +117,7 @@ def _value_in(value: str, fact: Fact) -> bool:
 
 def _action(
     parsed: ParsedStatement, known: Sequence[Fact]
-) -> tuple[str, float]:  # (action, confidence)
+) -> tuple[Action, float]:  # (action, confidence)
     in_slot = [f for f in known if f.subject == "user" and f.attribute == parsed.attribute]
     if parsed.retract:
         return "retract", 0.95
@@ -131,7 +133,7 @@ def _candidate(
 ) -> Candidate:
     action, confidence = _action(parsed, known)
     return Candidate(
-        action=action,  # type: ignore[arg-type]
+        action=action,
         subject="user",
         attribute=parsed.attribute,
         text=clause,
