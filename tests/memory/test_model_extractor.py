@@ -7,7 +7,6 @@ import json
 from typing import Any, ClassVar
 
 import pytest
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
@@ -135,11 +134,7 @@ class _AsyncOnlyModel(ScriptedChatModel):
         raise AssertionError("blocking model call on the async path")
 
     async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
+        self, messages: list[BaseMessage], *args: Any, **kwargs: Any
     ) -> ChatResult:
         await asyncio.sleep(0)
         return ChatResult(

@@ -25,7 +25,13 @@ from typing import Literal
 from langchain_core.messages import BaseMessage
 
 from foldwise._steps import Steps
-from foldwise.memory._facts import Candidate, Fact, FactCategory, normalize_slot_part
+from foldwise.memory._facts import (
+    MAX_FACT_CHARS,
+    Candidate,
+    Fact,
+    FactCategory,
+    normalize_slot_part,
+)
 from foldwise.memory._lexicon import preference_topic, split_clauses, tool_kind
 from foldwise.memory._patterns import PATTERNS, clean_value
 from foldwise.memory._quarantine import quarantine_reason
@@ -176,7 +182,8 @@ class RulesExtractor:
         for message in messages:
             if not is_real_user_message(message) or not message.id:
                 continue
-            for clause in split_clauses(message_text(message)):
+            for whole in split_clauses(message_text(message)):
+                clause = whole[:MAX_FACT_CHARS]  # memory holds facts, not documents
                 parsed = parse_statement(clause)
                 if parsed is not None:
                     candidates.append(_candidate(parsed, clause, message.id, known))
