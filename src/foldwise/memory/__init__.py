@@ -6,6 +6,7 @@ See docs/memory.md. The pieces: `Fact` and its slots (`_facts`), the two seams
 
 from __future__ import annotations
 
+from foldwise.memory._backends import open_backend  # backends (memstore)
 from foldwise.memory._contracts import (
     Extractor,
     FactChange,
@@ -22,6 +23,12 @@ from foldwise.memory._facts import (
     namespace_for,
 )
 
+# --- storage backends (memstore branch) ---
+from foldwise.memory._sql_backend import SqlMemoryBackend
+from foldwise.memory._store_backend import StoreMemoryBackend
+
+# --- end storage backends ---
+
 __all__ = [
     "Candidate",
     "Extractor",
@@ -33,5 +40,8 @@ __all__ = [
     "MemoryDecision",
     "Namespace",
     "ScoredFact",
+    "SqlMemoryBackend",
+    "StoreMemoryBackend",
     "namespace_for",
+    "open_backend",
 ]

@@ -1,0 +1,236 @@
+"""The quarantine test: does a text try to act on the agent rather than describe the user?
+
+A remembered fact is injected into later prompts (as data, behind the authority contract), so a
+poisoned write is a delayed prompt injection. Text that matches here is stored ``quarantined``
+with the reason code, never injected, never returned to the model, and reviewable through the
+API. Reason codes, in the order they are checked:
+
+- ``invisible_characters``: zero-width, bidi-override or Unicode tag characters (hidden text).
+- ``markup``: tags or headers that imitate structure: ``<system>``, ``</memory>``, ``[INST]``,
+  ``<|im_start|>``, ``<<SYS>>``, a role header at a line start (``System:``), the durable data
+  block's own ``<durable_context_data>`` / ``<section channel=...>`` delimiters.
+- ``encoded_payload``: a long base64 run, or a ``data:`` URL.
+- ``url_exfiltration``: a URL that carries data out: a markdown image, a query string with a
+  long or templated value or a data-named parameter (``?q=``, ``?data=``, ``?token=``...), or an
+  instruction to send/post/fetch something to a URL. A plain URL ("my site is https://a.dev")
+  is a description and passes.
+- ``override``: "ignore previous instructions", "disregard your rules", "忽略之前的指令".
+- ``authority_claim``: "I am the system administrator", "as your developer", "admin mode",
+  "我是你的开发者", "管理员模式" — claims of authority over the agent (a job title such as "I'm
+  a sysadmin at Acme" is a description and passes).
+- ``secret_request``: asks to reveal or send the system prompt, keys, passwords, tokens.
+- ``privileged_grant``: a standing permission for a destructive or privileged action: "you may
+  force-push", "feel free to delete …", "I authorize you to deploy", "你可以直接删除". In a turn
+  it is a transactional grant (the scope gate refuses it); written to memory it would be a
+  lasting privilege escalation, so it is held for review.
+- ``imperative``: an instruction to the agent to *do* something with side effects: "always run
+  …", "you must …", "delete …", "push …", "总是执行…", "你必须…". Response-style requests
+  ("always answer in Chinese", "以后用中文回答") and descriptions of the user ("I always drink
+  tea in the morning") are not imperatives to the agent and pass.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["QUARANTINE_REASONS", "quarantine_reason"]
+
+QUARANTINE_REASONS = (
+    "invisible_characters",
+    "markup",
+    "encoded_payload",
+    "url_exfiltration",
+    "override",
+    "authority_claim",
+    "secret_request",
+    "privileged_grant",
+    "imperative",
+)
+"""Every code `quarantine_reason` returns, in the order it checks them."""
+
+_I = re.IGNORECASE
+_INVISIBLE = re.compile(
+    "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad\u180e\U000e0000-\U000e007f]"
+)
+_MARKUP = re.compile(
+    r"</?\s*(?:system|assistant|user|human|memory|memories|instructions?|tool|function|developer"
+    r"|durable_context_data|section|context|prompt|admin|im_start|im_end|sys|s)\b[^>]{0,80}>"
+    r"|<\|[a-z_]{2,20}\|>|\[/?(?:inst|system|sys)\]|<<\s*/?sys\s*>>"
+    r"|(?:^|\n)\s*(?:#{1,4}\s*)?(?:system|assistant|developer|tool)\s*(?:message|prompt)?\s*:"
+    r"|(?:^|\n)\s*```\s*(?:system|instructions?)\b|【\s*系统\s*】|<\s*/?\s*系统\s*>"
+    r"|(?:^|\n)\s*(?:系统|助手|系统提示)\s*[:：]"
+    r"|<!--[^>]{0,40}?(?:system|instruction|assistant|prompt|admin)",
+    _I,
+)
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{32,}={0,2}(?![A-Za-z0-9+/=])")
+_DATA_URL = re.compile(r"\bdata:[a-z]+/[a-z0-9.+-]+(?:;[a-z0-9=-]+)*[;,]", _I)
+_URL = re.compile(r"(?:https?|ftp)://[^\s<>\"'）)\]]+", _I)
+_MD_IMAGE = re.compile(r"!\[[^\]]*\]\(\s*(?:https?:)?//", _I)
+_DATA_PARAM = re.compile(
+    r"[?&](?:q|d|data|payload|content|text|msg|message|secret|token|key|api_?key|session"
+    r"|conv|chat|history|memory|prompt|leak|exfil|info|user|email|password|cookie)=",
+    _I,
+)
+_TEMPLATE = re.compile(r"[{}$<>]|%7b|%24|\[[A-Z_]{3,}\]", _I)
+_SEND = re.compile(
+    r"\b(?:send|post|upload|forward|transmit|exfiltrate|leak|email|report|submit|fetch|load"
+    r"|visit|open|render|curl|wget|ping|beacon|export|copy|sync|dump|mirror|mail)\b[^.!?。！？]{0,80}"
+    r"(?:https?://|ftp://|\b[\w.+-]+@[\w-]+\.[\w.]+)"
+    r"|(?:发送|上传|转发|提交|发到|传到|发给|访问|打开|请求|导出)[^。！？]{0,40}"
+    r"(?:https?://|ftp://|[\w.+-]+@[\w-]+\.[\w.]+)",
+    _I,
+)
+_OVERRIDE = re.compile(
+    r"\b(?:ignore|disregard|forget|override|overrule|bypass|skip|drop|abandon|discard)\b"
+    r"[^.!?。]{0,30}\b(?:previous|prior|above|earlier|preceding|all|any|your|the|system|original"
+    r"|safety|existing)\b[^.!?。]{0,30}\b(?:instructions?|rules|prompts?|guidelines|polic(?:y|ies)"
+    r"|directives|constraints|restrictions|guardrails|programming|messages?)\b"
+    r"|\b(?:not|no longer) (?:bound|restricted|limited) by (?:any |your |the )?"
+    r"(?:rules|restrictions|guidelines|policies)"
+    r"|\b(?:disable|disabling|turn(?:ing)? off|bypass(?:ing)?|remov(?:e|ing)|lift(?:ing)?)\s+"
+    r"(?:your|the|all|any)\s+(?:\w+\s+)?(?:filters?|safety|guardrails|restrictions|safeguards)"
+    r"|\b(?:earlier|previous|prior|above|system) (?:guidance|instructions|rules|prompt)"
+    r" (?:is|are) (?:void|invalid|cancel+ed|obsolete)"
+    r"|不受(?:任何)?(?:规则|限制|约束|指令)|(?:取消|解除|关闭)(?:所有|全部)?(?:的)?(?:安全)?(?:限制|过滤|审查)"
+    r"|(?:忽略|无视|忘掉|忘记|绕过|覆盖|不要理会|不用管)[^。！？]{0,12}(?:之前|以上|上面|前面|所有|全部|系统|原有"
+    r"|原来|安全)?[^。！？]{0,8}(?:指令|指示|规则|提示|提示词|设定|限制|约束|要求)",
+    _I,
+)
+_AUTHORITY = re.compile(
+    r"\bi(?:'m| am)\s+(?:the\s+(?:system\s+)?(?:administrator|admin|root|operator|superuser)\b"
+    r"(?!\s+(?:of|for|at)\s)|your\s+(?:administrator|admin|developer|creator|owner|operator"
+    r"|master|maker|programmer|boss|supervisor))"
+    r"|\bas\s+your\s+(?:administrator|admin|developer|creator|owner|operator|master|maker)"
+    r"|\b(?:admin|administrator|developer|root|god|sudo|debug|maintenance|jailbreak|dan|unrestricted)"
+    r"\s+(?:mode|override|access|privileges?)\b"
+    r"|\bthis is (?:a |an |the )?(?:system|admin|developer|security|official) (?:message|notice"
+    r"|override|instruction|update|alert)"
+    r"|\b(?:openai|anthropic|google|the developers?|the admins?|system administrator|security"
+    r" team)\s+(?:has |have )?(?:authori[sz]ed|approved|requires?|instructs?|says?)\b"
+    r"|\bi\s+(?:hereby\s+)?(?:grant|authori[sz]e|give)\s+(?:you|myself|this (?:agent|assistant))"
+    r"\s+(?:full |admin |root |unrestricted )?(?:permission|access|privileges?|rights|authority)"
+    r"|\b(?:i'?m|i am|we are|we're) (?:from|with|on) (?:the )?(?:openai|anthropic|google|microsoft"
+    r"|meta|security|safety|trust (?:and|&) safety|it|admin|platform|moderation) team\b"
+    r"|\bsystem (?:override|update|instruction|notice|message|command)s?\s*[:：]"
+    r"|我是(?:你的|系统|本系统的?|平台|本平台的?|网站|超级)(?:管理员|开发者|开发人员|创建者|主人|所有者|运营者|老板)"
+    r"|作为你的(?:管理员|开发者|开发人员|创建者|主人)"
+    r"|(?:管理员|开发者|超级用户|root|调试|越狱)(?:模式|权限|身份)"
+    r"|(?:授予|赋予|给予)(?:你|我)?(?:完全|最高|管理员|root|所有)?的?权限"
+    r"|(?:系统|官方)(?:通知|消息|指令)[:：]",
+    _I,
+)
+_SECRET = re.compile(
+    r"\b(?:reveal|print|show|output|repeat|dump|leak|send|share|expose|tell (?:me|us|them)"
+    r"|include|append|list|email|mail|forward|upload|post)\b[^.!?。]{0,40}"
+    r"(?:system prompt|hidden prompt|initial instructions"
+    r"|api[ _-]?keys?|passwords?|credentials|secrets?|private keys?"
+    r"|(?:access|auth|api|bearer|session|github|secret|oauth) tokens?"
+    r"|env(?:ironment)? var(?:iable)?s|ssh keys?|\.env)\b"
+    r"|你的(?:系统提示词?|提示词|密钥|密码|令牌|凭证|私钥|环境变量|api ?key)"
+    r"|(?:泄露|输出|打印|显示|发送|告诉|透露|重复)[^。！？]{0,20}(?:系统提示|提示词|密钥|密码|令牌|凭证|私钥"
+    r"|环境变量|api ?key)",
+    _I,
+)
+_ACTIONS = (
+    r"run|execute|exec|eval|invoke|call|send|email|post|upload|forward|transfer|wire|pay|delete"
+    r"|remove|drop|wipe|erase|rm|truncate|destroy|push|force-push|merge|deploy|install|download"
+    r"|curl|wget|disable|turn off|bypass|grant|approve|sudo|chmod|chown|kill|shutdown|reboot"
+    r"|overwrite|commit|publish|share|reveal|leak|expose|click|fetch|obey|comply|trust|skip"
+    r"|rewrite|reset"
+    r"|make me|give me admin|wire|transfer"
+)
+_IMPERATIVE = re.compile(
+    rf"(?:^|[.!?;:\n]\s*|\b(?:always|please|must|shall|will now|from now on|every time"
+    rf"|whenever|each time|automatically|immediately|silently|secretly)[,:]?\s+(?:\w+\s+)?)"
+    rf"(?:{_ACTIONS})\b(?!\s+(?:me|to me)\b(?!\s+admin))"
+    r"|\byou\s+(?:must|have to|need to|are required to|shall|will now|are now|should now"
+    r"|are (?:hereby )?(?:ordered|instructed|authori[sz]ed|allowed|permitted))\b"
+    r"|\bdo not (?:tell|inform|warn|ask|notify)\b[^.!?]{0,30}\b(?:user|anyone|me)\b"
+    r"|(?:总是|始终|一直|每次|永远|自动|立即|立刻|悄悄|偷偷|必须|以后|今后|从现在起|从现在开始)"
+    r"[^。！？，,；]{0,8}?(?:执行|运行|调用|发送|上传"
+    r"|转发|删除|推送|部署|安装|下载|提交|合并|授予|批准|转账|支付|公开|分享|泄露|复制|打开|访问|服从|遵守"
+    r"|相信|关闭|禁用)"
+    r"|你(?:必须|一定要|务必|现在必须|需要立即|被授权|被允许|有权)"
+    r"|(?:^|[。！？；，,\n])[^。！？；，,\n]{0,6}?(?:执行|运行|删除|推送|部署|发送|上传|转发|转账|禁用|关闭)",
+    _I,
+)
+
+
+_GRANT_ACTION = re.compile(
+    rf"\b(?:you (?:may|can|could|are allowed to|are permitted to|have (?:my )?permission to"
+    rf"|'re allowed to|'re permitted to|'re free to"
+    rf"|are free to|don't need to ask before)|feel free to|go ahead and|i (?:hereby )?"
+    rf"(?:authori[sz]e|allow|permit) you to|it's (?:ok|okay|fine) to|permission to)"
+    rf"\s+(?:\w+\s+){{0,2}}(?:{_ACTIONS}|skip|ignore)\b(?!\s+(?:me|to me)\b)"
+    r"|(?:可以直接|直接|你可以|允许你|授权你|准许你|你有权|不用确认就?|无需确认就?|随便)[^。！？]{0,6}"
+    r"(?:删除|删掉|删|推送|强推|部署|合并|执行|运行|覆盖|清空|转账|支付|安装|卸载|关闭|禁用|提交|发布|读取"
+    r"|访问|导出|下载|修改)",
+    _I,
+)
+
+
+def _base64_payload(text: str) -> bool:
+    for match in _BASE64.finditer(text):
+        run = match.group(0)
+        mixed = re.search(r"[a-z]", run) and re.search(r"[A-Z]", run) and re.search(r"\d", run)
+        if mixed or run.endswith("="):
+            return True
+    return False
+
+
+def _exfiltrating_url(text: str) -> bool:
+    if _MD_IMAGE.search(text) or _SEND.search(text):
+        return True
+    for match in _URL.finditer(text):
+        url = match.group(0)
+        query = url.partition("?")[2]
+        if not query:
+            continue
+        if _DATA_PARAM.search("?" + query) or _TEMPLATE.search(query):
+            return True
+        if any(len(v) >= 16 for v in re.findall(r"=([^&#]*)", query)):
+            return True
+    return False
+
+
+_FIRST_PERSON_BEFORE = re.compile(r"(?:\b(?:i|we)\b|我们?)\s*(?:\w+\s*){0,2}$", _I)
+
+
+def _addressed(pattern: re.Pattern[str], text: str) -> bool:
+    """Whether `pattern` matches somewhere not preceded by a first-person subject.
+
+    "Always run the tests" is addressed to the agent; "I always run 5k on Sundays" and "I never
+    share passwords" describe the user.
+    """
+    for match in pattern.finditer(text):
+        if not _FIRST_PERSON_BEFORE.search(text[max(0, match.start() - 24) : match.start()]):
+            return True
+    return False
+
+
+def quarantine_reason(text: str) -> str | None:
+    """The reason code when `text` tries to act on the agent, else None (see the module doc).
+
+    Args:
+        text: A candidate fact's text, or the user statement it was extracted from.
+    """
+    if _INVISIBLE.search(text):
+        return "invisible_characters"
+    folded = unicodedata.normalize("NFKC", text)
+    if _MARKUP.search(folded):
+        return "markup"
+    if _DATA_URL.search(folded) or _base64_payload(folded):
+        return "encoded_payload"
+    if _exfiltrating_url(folded):
+        return "url_exfiltration"
+    if _OVERRIDE.search(folded):
+        return "override"
+    if _AUTHORITY.search(folded):
+        return "authority_claim"
+    if _addressed(_GRANT_ACTION, folded):
+        return "privileged_grant"
+    for code, pattern in (("secret_request", _SECRET), ("imperative", _IMPERATIVE)):
+        if _addressed(pattern, folded):
+            return code
+    return None
