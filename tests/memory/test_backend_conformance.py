@@ -260,3 +260,10 @@ async def test_vector_search(api: Api) -> None:
     assert await api.search_vector([0.0, 1.0], statuses=["retracted"]) == ["c"]
     with pytest.raises(MemoryInputError, match="embeddings"):
         await api.write(new=[fact("f", id="f")], embeddings=[[float("nan")]])
+    with pytest.raises(MemoryInputError, match=r"embeddings\[0\]"):
+        await api.write(new=[fact("g", id="g")], embeddings=[[0.0, 0.0]])
+    with pytest.raises(MemoryInputError, match="vector"):
+        await api.search_vector([0.0, 0.0])
+    assert await api.get("f") is None and await api.get("g") is None
+    # Scale does not matter (cosine), and stored precision is ample for ranking.
+    assert await api.search_vector([10.0, 1.0]) == ["a", "b"]

@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from foldwise.errors import RevisionConflictError
 from foldwise.memory import FactChange, MemoryBackend, open_backend
 from tests.memory.conftest import NS, fact
-from tests.support.gateway import drop_schema, postgres_url
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A SQLite file or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'race.db'}"
-        return
-    url, dsn, schema = postgres_url()
-    try:
-        yield url
-    finally:
-        drop_schema(dsn, schema)
-
-
-def test_only_one_of_two_racing_writers_wins(url: str) -> None:
-    backends: list[MemoryBackend] = [open_backend(url) for _ in range(2)]
+def test_only_one_of_two_racing_writers_wins(storage_url: str) -> None:
+    """On the gateway's storage URL (a SQLite file, or a fresh PostgreSQL schema)."""
+    backends: list[MemoryBackend] = [open_backend(storage_url) for _ in range(2)]
     for backend in backends:
         backend.setup()
     try:

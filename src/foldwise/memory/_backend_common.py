@@ -2,13 +2,16 @@
 
 Argument checks (each names the bad argument and runs before anything is stored), the change
 a `FactChange` makes to a fact, the as-of and status filters, the ranking tie-breaks, and
-cosine similarity for vector search.
+vector search: vectors are stored unit-length (cosine similarity is then a dot product) and,
+in SQL, packed as little-endian float32.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import operator
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,9 +28,12 @@ __all__ = [
     "check_change",
     "check_search",
     "check_write",
-    "cosine",
     "namespace_key",
+    "pack_vector",
     "rank",
+    "similarity",
+    "unit_vector",
+    "unpack_vector",
     "visible",
 ]
 
@@ -62,14 +68,35 @@ class WriteArgs:
         return {fact.id for fact in self.new}
 
 
-def _check_vector(vector: Sequence[float], field: str) -> tuple[float, ...]:
+def unit_vector(vector: Sequence[float], field: str) -> tuple[float, ...]:
+    """`vector` scaled to length 1, or `MemoryInputError` naming `field` (empty, not finite, 0)."""
     try:
         values = tuple(float(x) for x in vector)
     except (TypeError, ValueError) as exc:
         raise MemoryInputError("must be a sequence of numbers", field=field) from exc
     if not values or not all(math.isfinite(x) for x in values):
         raise MemoryInputError("must be a non-empty sequence of finite numbers", field=field)
-    return values
+    norm = math.sqrt(math.fsum(x * x for x in values))
+    if norm == 0 or not math.isfinite(norm):
+        raise MemoryInputError("must have a non-zero, finite length", field=field)
+    return tuple(x / norm for x in values)
+
+
+def pack_vector(vector: Sequence[float]) -> bytes:
+    """A vector as little-endian float32 bytes (what the SQL backends store)."""
+    return struct.pack(f"<{len(vector)}f", *vector)
+
+
+def unpack_vector(data: bytes) -> tuple[float, ...]:
+    """The vector `pack_vector` stored."""
+    return struct.unpack(f"<{len(data) // 4}f", data)
+
+
+def similarity(probe: Sequence[float], stored: Sequence[float]) -> float | None:
+    """Cosine similarity of two unit vectors, or `None` when their dimensions differ."""
+    if len(probe) != len(stored):
+        return None
+    return float(sum(map(operator.mul, probe, stored)))
 
 
 def check_write(
@@ -102,7 +129,7 @@ def check_write(
             f"has {len(embeddings)} entries for {len(new)} new facts", field="embeddings"
         )
     vectors = tuple(
-        None if vector is None else _check_vector(vector, f"embeddings[{index}]")
+        None if vector is None else unit_vector(vector, f"embeddings[{index}]")
         for index, vector in enumerate(embeddings)
     )
     return WriteArgs(namespace, tuple(new), tuple(changes), vectors)
@@ -199,12 +226,3 @@ def rank(hits: Iterable[ScoredFact], k: int) -> list[ScoredFact]:
         ),
     )
     return ordered[:k]
-
-
-def cosine(left: Sequence[float], right: Sequence[float]) -> float | None:
-    """Cosine similarity, or `None` when the lengths differ or a vector is zero."""
-    if len(left) != len(right):
-        return None
-    dot = sum(a * b for a, b in zip(left, right, strict=True))
-    norm = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
-    return None if norm == 0 else dot / norm

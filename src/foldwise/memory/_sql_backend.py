@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -29,9 +28,12 @@ from foldwise.memory._backend_common import (
     check_change,
     check_search,
     check_write,
-    cosine,
     namespace_key,
+    pack_vector,
     rank,
+    similarity,
+    unit_vector,
+    unpack_vector,
 )
 from foldwise.memory._contracts import FactChange, MemoryCapabilities, ScoredFact
 from foldwise.memory._facts import Fact, FactStatus, Namespace, Slot, check_namespace
@@ -187,7 +189,7 @@ class SqlMemoryBackend:
                 self._time(fact.recorded_at),
                 fact.revision,
                 fact.model_dump_json(),
-                None if embedding is None else json.dumps(list(embedding)),
+                None if embedding is None else pack_vector(embedding),
                 *extra,
             ),
         )
@@ -289,6 +291,7 @@ class SqlMemoryBackend:
     ) -> list[ScoredFact]:
         """The `k` facts whose stored embedding is most cosine-similar to `vector`."""
         args = check_search(namespace, k, statuses, as_of)
+        probe = unit_vector(vector, "vector")
         if not args.statuses:
             return []
         marks = ", ".join("?" for _ in args.statuses)
@@ -301,10 +304,9 @@ class SqlMemoryBackend:
         params = (namespace_key(args.namespace), *self.dialect.time_params(args))
         with self.dialect.read() as session:
             rows = session.fetchall(self.dialect.sql(query), params)
-        probe = [float(x) for x in vector]
         hits = []
         for body, embedding in rows:
-            score = cosine(probe, json.loads(embedding))
+            score = similarity(probe, unpack_vector(bytes(embedding)))
             if score is not None:
                 hits.append(ScoredFact(fact=Fact.model_validate_json(body), score=score))
         return rank(hits, args.k)

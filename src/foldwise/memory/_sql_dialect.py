@@ -75,7 +75,7 @@ _FACTS = """CREATE TABLE {p}memory_facts (
     recorded_at {time} NOT NULL,
     revision INTEGER NOT NULL,
     body TEXT NOT NULL,
-    embedding TEXT{extra},
+    embedding {blob}{extra},
     UNIQUE (namespace, fact_id)
 )"""
 _INDEXES = (
@@ -94,6 +94,7 @@ MIGRATIONS: dict[str, tuple[tuple[int, str, tuple[str, ...]], ...]] = {
                     serial="INTEGER PRIMARY KEY AUTOINCREMENT",
                     real="REAL",
                     time="TEXT",
+                    blob="BLOB",
                     extra="",
                 ),
                 *(s.format(p="") for s in _INDEXES),
@@ -111,6 +112,7 @@ MIGRATIONS: dict[str, tuple[tuple[int, str, tuple[str, ...]], ...]] = {
                     serial="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
                     real="DOUBLE PRECISION",
                     time="TIMESTAMPTZ",
+                    blob="BYTEA",
                     extra=",\n    terms TSVECTOR NOT NULL,\n    doc_len INTEGER NOT NULL",
                 ),
                 *_INDEXES,

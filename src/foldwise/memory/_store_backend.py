@@ -43,8 +43,9 @@ from foldwise.memory._backend_common import (
     check_change,
     check_search,
     check_write,
-    cosine,
     rank,
+    similarity,
+    unit_vector,
     visible,
 )
 from foldwise.memory._bm25 import BM25Index
@@ -336,7 +337,7 @@ class StoreMemoryBackend:
     ) -> Steps[list[ScoredFact]]:
         """The `k` facts whose stored embedding is most cosine-similar to `vector`."""
         args = check_search(namespace, k, statuses, as_of)
-        probe = [float(x) for x in vector]
+        probe = unit_vector(vector, "vector")
         cache = yield from self._cache_steps(store_namespace(args.namespace))
         with self._lock:
             candidates = [
@@ -346,7 +347,7 @@ class StoreMemoryBackend:
             ]
         hits = []
         for fact, stored in candidates:
-            score = cosine(probe, stored)
+            score = similarity(probe, stored)
             if score is not None:
                 hits.append(ScoredFact(fact=fact, score=score))
         return rank(hits, args.k)
