@@ -126,3 +126,17 @@ def test_same_value_folds_width_case_and_punctuation() -> None:
     assert same_value("我住在北京。", "我住在北京")
     assert same_value("Ｐｙｔｈｏｎ", "python")
     assert not same_value("Lives in Berlin", "Lives in Munich")
+
+
+def test_a_retraction_in_a_multi_valued_slot_closes_the_value_it_names() -> None:
+    run = fact("f1", "likes", "I like trail running.")
+    tea = fact("f2", "likes", "I like tea.")
+    item = cand(
+        "likes",
+        "Forget that I like trail running.",
+        action="retract",
+        multi_valued=True,
+        value="trail running",
+    )
+    plan = _plan([item], [run, tea])
+    assert list(plan.changes) == ["f1"] and plan.changes["f1"].status == "retracted"

@@ -22,6 +22,7 @@ from foldwise.memory._facts import (
     Namespace,
     namespace_for,
 )
+from foldwise.memory._manager import MemoryManager
 
 # --- storage backends (memstore branch) ---
 from foldwise.memory._sql_backend import SqlMemoryBackend
@@ -38,6 +39,7 @@ __all__ = [
     "MemoryBackend",
     "MemoryCapabilities",
     "MemoryDecision",
+    "MemoryManager",
     "Namespace",
     "ScoredFact",
     "SqlMemoryBackend",

@@ -147,6 +147,9 @@ class Candidate(BaseModel):
     authority: Literal["descriptive", "directive", "grant"] = "descriptive"
     evidence: tuple[str, ...] = ()
     """Ids of the messages that state it."""
+    value: str | None = None
+    """The slot's value as stated ("trail running" in "I like trail running"): a retraction
+    or a repeat in a multi-valued slot matches the facts that carry it."""
     multi_valued: bool = False
     """The slot holds several facts ("likes": tea, jazz); adding one supersedes nothing."""
 

@@ -44,6 +44,14 @@ def same_value(a: str, b: str) -> bool:
     return _folded(a) == _folded(b)
 
 
+def _carries(fact: Fact, candidate: Candidate) -> bool:
+    """Whether `fact` holds the value `candidate` states (same text, or its stated value)."""
+    if same_value(fact.text, candidate.text):
+        return True
+    value = _folded(candidate.value or "")
+    return bool(value) and value in _folded(fact.text)
+
+
 def _folded(text: str) -> str:
     folded = unicodedata.normalize("NFKC", text).casefold()
     return " ".join(folded.split()).rstrip(".!。！")
@@ -102,7 +110,7 @@ class _Planner:
 
     def _store(self, c: Candidate, slot: Slot) -> None:
         current = self.active.get(slot, [])
-        twin = next((f for f in current if same_value(f.text, c.text)), None)
+        twin = next((f for f in current if _carries(f, c)), None)
         if twin is not None:
             confidence = min(1.0, max(twin.confidence, c.confidence) + _REINFORCE_STEP)
             self._change(twin, twin.status, confidence=confidence)
@@ -120,7 +128,7 @@ class _Planner:
     def _retract(self, c: Candidate, slot: Slot) -> None:
         current = self.active.get(slot, [])
         if c.multi_valued:
-            targets = [f for f in current if same_value(f.text, c.text)]
+            targets = [f for f in current if _carries(f, c)]
         else:
             targets = list(current)
         if not targets:

@@ -147,6 +147,7 @@ def _candidate(
         confidence=confidence,
         importance=parsed.importance,
         evidence=(evidence,),
+        value=parsed.value,
         multi_valued=parsed.multi_valued,
     )
 
