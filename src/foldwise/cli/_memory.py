@@ -202,7 +202,8 @@ def import_(
 
     if str(path) != "-" and not path.is_file():
         fail(f"{path}: no such file", code=EXIT_USAGE)
-    lines = (sys.stdin if str(path) == "-" else path.open(encoding="utf-8")).read().splitlines()
+    text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    lines = text.splitlines()
     facts: list[Fact] = []
     with _memory(config, user, agent, shared) as (manager, ns):
         for number, line in enumerate(lines, start=1):
