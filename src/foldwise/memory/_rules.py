@@ -32,7 +32,7 @@ from foldwise.memory._facts import (
     FactCategory,
     normalize_slot_part,
 )
-from foldwise.memory._lexicon import preference_topic, split_clauses, tool_kind
+from foldwise.memory._lexicon import KNOWN_TOPICS, preference_topic, split_clauses, tool_kind
 from foldwise.memory._patterns import PATTERNS, clean_value
 from foldwise.memory._quarantine import quarantine_reason
 from foldwise.messages import is_real_user_message, message_text
@@ -67,6 +67,9 @@ class ParsedStatement:
     importance: float
     multi_valued: bool
     retract: bool
+    standing_unknown: bool = False
+    """A standing request ("from now on …") on no known preference topic: an instruction to
+    the agent, labelled ``directive`` so the gate refuses it (fail-closed)."""
 
 
 def _slot(family: str, value: str, topic: str | None) -> tuple[str, FactCategory, float]:
@@ -109,10 +112,13 @@ def parse_statement(clause: str) -> ParsedStatement | None:
         if not value and not (pattern.retract and family == "employer"):
             continue
         attribute, category, importance = _slot(family, value, groups.get("topic"))
+        unknown = family == "standing" and attribute.removeprefix("preference:") not in KNOWN_TOPICS
         multi = attribute in _MULTI_VALUED or (
             family in ("employer", "role") and bool(_ALSO.search(clause)) and not pattern.retract
         )
-        return ParsedStatement(attribute, value, category, importance, multi, pattern.retract)
+        return ParsedStatement(
+            attribute, value, category, importance, multi, pattern.retract, unknown
+        )
     return None
 
 
@@ -139,6 +145,7 @@ def _candidate(
 ) -> Candidate:
     action, confidence = _action(parsed, known)
     return Candidate(
+        authority="directive" if parsed.standing_unknown else "descriptive",
         action=action,
         subject="user",
         attribute=parsed.attribute,
