@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from langchain_core.messages import BaseMessage
@@ -73,19 +73,14 @@ class ParsedStatement:
 
 
 def _slot(family: str, value: str, topic: str | None) -> tuple[str, FactCategory, float]:
+    """The slot attribute, category and importance of a statement of `family`."""
     if family == "tool":
-        kind = tool_kind(value)
-        return (
-            f"tool:{kind or normalize_slot_part(value.split()[0] if value.split() else value)}",
-            ("tooling"),
-            0.65,
-        )
+        words = value.split()
+        kind = tool_kind(value) or normalize_slot_part(words[0] if words else value)
+        return f"tool:{kind}", "tooling", 0.65
     if family in ("prefer", "standing"):
-        subject = topic if topic else value
-        name = normalize_slot_part(topic) if topic else preference_topic(subject)
-        if name in ("reply_language", "response_format") or family == "prefer":
-            return f"preference:{name}", "preference", 0.7
-        return f"preference:{name}", "preference", 0.6
+        name = normalize_slot_part(topic) if topic else preference_topic(value)
+        return f"preference:{name}", "preference", 0.7
     return _FAMILY_SLOTS[family]
 
 
@@ -101,7 +96,7 @@ def parse_statement(clause: str) -> ParsedStatement | None:
         if pattern.family in ("forget", "remember", "standing"):
             inner = parse_statement(value) if value != clause.strip() else None
             if inner is not None and pattern.family == "forget":
-                return ParsedStatement(**{**inner.__dict__, "retract": True})
+                return replace(inner, retract=True)
             if inner is not None:
                 return inner
             if pattern.family == "forget":
