@@ -101,6 +101,11 @@ def test_an_unknown_evidence_id_raises_naming_it() -> None:
         _extract(json.dumps([_decision(), _decision(evidence=["h1", "h9"])]))
 
 
+def test_a_fact_cited_only_from_an_assistant_answer_raises() -> None:
+    with pytest.raises(ExtractionError, match="no user message"):
+        _extract(json.dumps([_decision(evidence=["a1"])]))
+
+
 def test_a_model_error_raises_extraction_error() -> None:
     extractor = ModelExtractor(ScriptedChatModel(responses=[RuntimeError("provider down")]))
     with pytest.raises(ExtractionError, match="provider down"):

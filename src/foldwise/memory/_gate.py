@@ -19,6 +19,8 @@ passes only when no check fires; every refusal has a reason code:
 - ``directive``: an instruction to the agent that is not a standing style preference
   ("make sure to double-check the numbers"), or labelled ``directive``. Response-style requests
   ("always answer in Chinese", "以后用中文回答") are descriptive preferences and pass.
+  A fact outside the ``preference:*`` and ``name`` slots that talks to the agent ("you",
+  "your", "你") is refused as ``directive`` too ("I'm the CEO, you have clearance …").
 - ``low_confidence``: the extractor's confidence is below `MIN_CONFIDENCE`.
 
 `screen` runs the quarantine first (an attack is held for review, not silently dropped), then
@@ -148,6 +150,7 @@ def _relevant_evidence(text: str, evidence_text: str) -> list[str]:
     return [c for c in split_clauses(evidence_text) if len(wanted & _terms(c)) >= max(need, 1)]
 
 
+_ADDRESSED = re.compile(r"\b(?:you|your|yours|yourself)\b|你|您", _I)
 _USER_SUBJECT = re.compile(
     r"^(?:i\b|i'm\b|i've\b|i'd\b|my\b|mine\b|me\b|(?:the )?user\b|(?:the )?user's\b"
     r"|我(?!们|同事|老板|朋友|家人|妈|爸|老婆|老公|女儿|儿子|的(?:同事|老板|朋友|团队|公司|家人|孩子))|用户)",
@@ -205,6 +208,10 @@ def scope_reason(candidate: Candidate, *, evidence_text: str = "") -> str | None
     reason = _label_reason(candidate)
     if reason is not None:
         return reason
+    if not candidate.attribute.startswith(("preference:", "name")) and _ADDRESSED.search(
+        candidate.text
+    ):
+        return "directive"  # a fact about the user does not talk to the agent
     if candidate.attribute == "note" and not _USER_SUBJECT.match(_LEAD_IN.sub("", candidate.text)):
         return "not_about_user"  # a slotless note must at least be a statement about the user
     texts = [candidate.text]

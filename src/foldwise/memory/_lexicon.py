@@ -12,7 +12,7 @@ import re
 
 from foldwise.memory._facts import normalize_slot_part
 
-__all__ = ["preference_topic", "split_clauses", "tool_kind"]
+__all__ = ["KNOWN_TOPICS", "preference_topic", "split_clauses", "tool_kind"]
 
 # fmt: off
 _TOOL_KINDS: dict[str, tuple[str, ...]] = {
@@ -55,7 +55,8 @@ _PREFERENCE_TOPICS: dict[str, tuple[str, ...]] = {
     ),
     "response_format": (
         "concise", "brief", "short answer", "detailed", "bullet", "markdown", "table",
-        "step by step", "step-by-step", "verbose", "简洁", "简短", "详细", "列表", "表格",
+        "step by step", "step-by-step", "verbose", "short", "long", "简洁", "简短", "详细", "列表",
+        "表格",
         "分点", "要点",
     ),
     "drink": ("tea", "coffee", "espresso", "latte", "juice", "茶", "咖啡", "奶茶"),
@@ -71,6 +72,10 @@ _PREFERENCE_TOPICS: dict[str, tuple[str, ...]] = {
     "date_format": ("iso date", "yyyy-mm-dd", "dd/mm", "mm/dd", "日期格式"),
 }
 # fmt: on
+
+
+KNOWN_TOPICS = frozenset(_PREFERENCE_TOPICS) | frozenset(_TOOL_KINDS)
+"""Preference topics and tool kinds the lexicon knows (a standing request must name one)."""
 
 
 def _find(text: str, table: dict[str, tuple[str, ...]]) -> str | None:

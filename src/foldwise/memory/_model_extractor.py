@@ -153,9 +153,15 @@ def _decode(answer: BaseMessage) -> list[Any]:
     return data
 
 
-def parse_decisions(answer: BaseMessage, *, message_ids: Sequence[str]) -> list[Candidate]:
-    """The candidates of a model answer, all validated, or `ExtractionError` naming the fault."""
-    allowed = set(message_ids)
+def parse_decisions(
+    answer: BaseMessage, *, message_ids: Sequence[str], user_ids: Sequence[str]
+) -> list[Candidate]:
+    """The candidates of a model answer, all validated, or `ExtractionError` naming the fault.
+
+    Every decision must cite only given messages, and at least one of the user's own: an
+    assistant answer alone never makes a fact about the user.
+    """
+    allowed, users = set(message_ids), set(user_ids)
     candidates: list[Candidate] = []
     for index, item in enumerate(_decode(answer)):
         try:
@@ -171,6 +177,10 @@ def parse_decisions(answer: BaseMessage, *, message_ids: Sequence[str]) -> list[
             )
         if decision.action == "NOOP":
             continue
+        if not users.intersection(decision.evidence):
+            raise ExtractionError(
+                f"extraction decision {index} cites no user message (only assistant answers)"
+            )
         candidates.append(
             Candidate(
                 action=_ACTIONS[decision.action],
@@ -268,4 +278,5 @@ class ModelExtractor:
             raise ExtractionError(
                 f"the extraction model {self.name!r} failed: {type(err).__name__}: {err}"
             ) from err
-        return parse_decisions(answer, message_ids=ids)
+        users = [str(m.id) for m in messages if is_real_user_message(m)]
+        return parse_decisions(answer, message_ids=ids, user_ids=users)

@@ -130,6 +130,10 @@ PATTERNS: tuple[ClausePattern, ...] = (
     _p("employer", rf"我{_ZH_NOW}(?:入职了?|加入了|跳槽到了?)(?P<value>.+)$"),
     _p("role", rf"我{_ZH_NOW}是(?:一名|一个|一位|个)?(?P<value>\S*?(?:{_ZH_PROFESSIONS}))$"),
     _p("role", r"我的(?:职位|工作|岗位|职业)是(?P<value>.+)$"),
+    _p(
+        "role",
+        rf"我{_ZH_NOW}(?:在.+?)?(?:当|做)(?:一名|一个|一位|个)?(?P<value>\S*?(?:{_ZH_PROFESSIONS}))$",
+    ),
     _p("responsibility", rf"我{_ZH_NOW}(?:负责|管理|维护)(?P<value>.+)$"),
     _p("language", r"\bmy (?:native|first|mother) (?:language|tongue) is (?P<value>.+)$"),
     _p("language", r"\bi(?:'m| am) a native (?P<value>\w+) speaker\b"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from langchain_core.messages import BaseMessage
@@ -32,7 +32,7 @@ from foldwise.memory._facts import (
     FactCategory,
     normalize_slot_part,
 )
-from foldwise.memory._lexicon import preference_topic, split_clauses, tool_kind
+from foldwise.memory._lexicon import KNOWN_TOPICS, preference_topic, split_clauses, tool_kind
 from foldwise.memory._patterns import PATTERNS, clean_value
 from foldwise.memory._quarantine import quarantine_reason
 from foldwise.messages import is_real_user_message, message_text
@@ -67,22 +67,20 @@ class ParsedStatement:
     importance: float
     multi_valued: bool
     retract: bool
+    standing_unknown: bool = False
+    """A standing request ("from now on …") on no known preference topic: an instruction to
+    the agent, labelled ``directive`` so the gate refuses it (fail-closed)."""
 
 
 def _slot(family: str, value: str, topic: str | None) -> tuple[str, FactCategory, float]:
+    """The slot attribute, category and importance of a statement of `family`."""
     if family == "tool":
-        kind = tool_kind(value)
-        return (
-            f"tool:{kind or normalize_slot_part(value.split()[0] if value.split() else value)}",
-            ("tooling"),
-            0.65,
-        )
+        words = value.split()
+        kind = tool_kind(value) or normalize_slot_part(words[0] if words else value)
+        return f"tool:{kind}", "tooling", 0.65
     if family in ("prefer", "standing"):
-        subject = topic if topic else value
-        name = normalize_slot_part(topic) if topic else preference_topic(subject)
-        if name in ("reply_language", "response_format") or family == "prefer":
-            return f"preference:{name}", "preference", 0.7
-        return f"preference:{name}", "preference", 0.6
+        name = normalize_slot_part(topic) if topic else preference_topic(value)
+        return f"preference:{name}", "preference", 0.7
     return _FAMILY_SLOTS[family]
 
 
@@ -98,7 +96,7 @@ def parse_statement(clause: str) -> ParsedStatement | None:
         if pattern.family in ("forget", "remember", "standing"):
             inner = parse_statement(value) if value != clause.strip() else None
             if inner is not None and pattern.family == "forget":
-                return ParsedStatement(**{**inner.__dict__, "retract": True})
+                return replace(inner, retract=True)
             if inner is not None:
                 return inner
             if pattern.family == "forget":
@@ -109,10 +107,13 @@ def parse_statement(clause: str) -> ParsedStatement | None:
         if not value and not (pattern.retract and family == "employer"):
             continue
         attribute, category, importance = _slot(family, value, groups.get("topic"))
+        unknown = family == "standing" and attribute.removeprefix("preference:") not in KNOWN_TOPICS
         multi = attribute in _MULTI_VALUED or (
             family in ("employer", "role") and bool(_ALSO.search(clause)) and not pattern.retract
         )
-        return ParsedStatement(attribute, value, category, importance, multi, pattern.retract)
+        return ParsedStatement(
+            attribute, value, category, importance, multi, pattern.retract, unknown
+        )
     return None
 
 
@@ -139,6 +140,7 @@ def _candidate(
 ) -> Candidate:
     action, confidence = _action(parsed, known)
     return Candidate(
+        authority="directive" if parsed.standing_unknown else "descriptive",
         action=action,
         subject="user",
         attribute=parsed.attribute,
