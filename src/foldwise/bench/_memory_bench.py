@@ -185,10 +185,7 @@ class MemoryBenchReport:
             "",
             "| Check | Measured | Target | |",
             "|---|---|---|---|",
-            *(
-                f"| {name} | {value} | {target} | {_ok(ok)} |"
-                for name, value, target, ok in rows
-            ),
+            *(f"| {name} | {value} | {target} | {_ok(ok)} |" for name, value, target, ok in rows),
             "",
             f"### CJK search: recall@5 on the same {c.queries} queries",
             "",

@@ -127,10 +127,7 @@ class _Planner:
 
     def _retract(self, c: Candidate, slot: Slot) -> None:
         current = self.active.get(slot, [])
-        if c.multi_valued:
-            targets = [f for f in current if _carries(f, c)]
-        else:
-            targets = list(current)
+        targets = [f for f in current if _carries(f, c)] if c.multi_valued else list(current)
         if not targets:
             self._note("noop", slot, c, reason="nothing_to_retract")
             return
