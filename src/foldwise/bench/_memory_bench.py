@@ -19,15 +19,14 @@ from foldwise.bench._memory_checks import (
     QuarantineResult,
     RecallResult,
     ScopeResult,
-    SearchResult,
     SupersessionResult,
-    check_cjk_search,
     check_quarantine,
     check_recall,
     check_scope,
     check_supersession,
     check_write_cost,
 )
+from foldwise.bench._memory_search_check import SearchResult, check_cjk_search
 
 __all__ = ["MemoryBenchReport", "run_memory_benchmark"]
 
@@ -72,7 +71,10 @@ class MemoryBenchReport:
         }
 
     def _rows(self) -> list[tuple[str, str, str, bool]]:
-        r, s, q, p, c = self.recall, self.supersession, self.quarantine, self.scope, self.search
+        return [*self._memory_rows(), *self._write_path_rows()]
+
+    def _memory_rows(self) -> list[tuple[str, str, str, bool]]:
+        r, s = self.recall, self.supersession
         change = s.cases.get("change", 0)
         right = s.right
         return [
@@ -130,6 +132,11 @@ class MemoryBenchReport:
                 "100 %",
                 right.get("retract", 0) == s.cases.get("retract", 0),
             ),
+        ]
+
+    def _write_path_rows(self) -> list[tuple[str, str, str, bool]]:
+        q, p, c = self.quarantine, self.scope, self.search
+        return [
             (
                 "3 quarantine: attacks reaching active memory or the block",
                 str(q.reached),

@@ -10,7 +10,6 @@ seeds); timings are wall-clock on this machine.
 from __future__ import annotations
 
 import random
-import sqlite3
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,9 +23,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from foldwise._steps import run_sync
 from foldwise.bench._memory_attacks import attack_corpus
 from foldwise.bench._memory_corpus import benign_corpus, change_corpus, scope_corpus
-from foldwise.bench._memory_search_corpus import memory_search_corpus
 from foldwise.errors import MemoryInputError
-from foldwise.memory import Fact, FactSource, MemoryManager, namespace_for, open_backend
+from foldwise.memory import FactSource, MemoryManager, namespace_for, open_backend
 from foldwise.memory._facts import Namespace, utcnow
 from foldwise.memory._inject import memory_context_steps
 from foldwise.memory._rules import RulesExtractor
@@ -34,13 +32,14 @@ from foldwise.tokens import get_counter
 
 __all__ = [
     "block_for",
-    "check_cjk_search",
     "check_quarantine",
     "check_recall",
     "check_scope",
     "check_supersession",
     "check_write_cost",
     "fresh_manager",
+    "percentile",
+    "timed",
 ]
 
 _COUNT = get_counter().count_text
@@ -160,7 +159,14 @@ def _turn(text: str, tag: str) -> list[BaseMessage]:
     return [HumanMessage(text, id=f"h-{tag}"), AIMessage("Noted.", id=f"a-{tag}")]
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
+def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """`fn(*args, **kwargs)` and the milliseconds it took."""
+    start = time.perf_counter()
+    value = fn(*args, **kwargs)
+    return value, (time.perf_counter() - start) * 1000
+
+
+def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
@@ -372,92 +378,6 @@ def check_scope(folder: Path) -> ScopeResult:
     return result
 
 
-# --- 5. CJK search ------------------------------------------------------------------------------
-
-
-@dataclass
-class SearchResult:
-    facts: int = 0
-    queries: int = 0
-    recall_at_5: float = 0.0
-    p50_ms: float = 0.0
-    p95_ms: float = 0.0
-    large_facts: int = 0
-    large_p95_ms: float = 0.0
-    peers: dict[str, float] = field(default_factory=dict)
-
-
-def _plant(manager: MemoryManager, ns: Namespace, texts: Sequence[str]) -> list[str]:
-    now = utcnow()
-    facts = [
-        Fact(
-            id=f"fact_{i:024x}",
-            namespace=ns,
-            attribute=f"note:{i}",
-            text=text,
-            valid_from=now,
-            recorded_at=now,
-        )
-        for i, text in enumerate(texts)
-    ]
-    for start in range(0, len(facts), 500):
-        manager.backend.write(ns, new=facts[start : start + 500])
-    return [f.id for f in facts]
-
-
-def _fts5_peer(texts: Sequence[str], cases: Sequence[Any], tokenizer: str) -> float:
-    """recall@5 of a plain SQLite FTS5 table with `tokenizer` (what peers use), same queries."""
-    db = sqlite3.connect(":memory:")
-    db.execute(f"CREATE VIRTUAL TABLE f USING fts5(body, tokenize='{tokenizer}')")
-    db.executemany("INSERT INTO f(rowid, body) VALUES (?, ?)", enumerate(texts))
-    hits = 0
-    for case in cases:
-        quoted = '"' + case.query.replace('"', '""') + '"'
-        try:
-            rows = db.execute(
-                "SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f) LIMIT 5", (quoted,)
-            ).fetchall()
-        except sqlite3.OperationalError:
-            rows = []
-        hits += any(r[0] == case.target for r in rows)
-    return hits / max(1, len(cases))
-
-
-def _timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
-    start = time.perf_counter()
-    value = fn(*args, **kwargs)
-    return value, (time.perf_counter() - start) * 1000
-
-
-def check_cjk_search(folder: Path, *, facts: int = 2000, large: int = 10_000) -> SearchResult:
-    """300 queries of 1-4 characters over `facts` facts; p95 latency at `large` facts."""
-    corpus = memory_search_corpus(facts, 300)
-    result = SearchResult(facts=facts, queries=len(corpus.cases))
-    ns = namespace_for("search", "agent")
-    with fresh_manager(folder, "search") as manager:
-        ids = _plant(manager, ns, corpus.texts)
-        latencies: list[float] = []
-        hits = 0
-        for case in corpus.cases:
-            found, ms = _timed(manager.search, ns, case.query, k=5)
-            latencies.append(ms)
-            hits += any(f.id == ids[case.target] for f in found)
-        result.recall_at_5 = hits / max(1, len(corpus.cases))
-        result.p50_ms = statistics.median(latencies)
-        result.p95_ms = _percentile(latencies, 0.95)
-    result.peers = {
-        "FTS5 unicode61 (DeerFlow's default)": _fts5_peer(corpus.texts, corpus.cases, "unicode61"),
-        "FTS5 trigram": _fts5_peer(corpus.texts, corpus.cases, "trigram"),
-    }
-    big = memory_search_corpus(large, 300, seed=20261202)
-    with fresh_manager(folder, "search_large") as manager:
-        _plant(manager, ns, big.texts)
-        timings = [_timed(manager.search, ns, c.query, k=5)[1] for c in big.cases]
-    result.large_facts = large
-    result.large_p95_ms = _percentile(timings, 0.95)
-    return result
-
-
 # --- 6. write cost ------------------------------------------------------------------------------
 
 
@@ -484,18 +404,18 @@ def check_write_cost(folder: Path, *, runs: int = 200) -> CostResult:
     with fresh_manager(folder, "cost") as manager:
         for i in range(runs):
             turn = _turn(benign[i % len(benign)], f"c{i}")
-            extract.append(_timed(rules.extract, turn)[1])
-            remember.append(_timed(manager.remember, ns, turn)[1])
+            extract.append(timed(rules.extract, turn)[1])
+            remember.append(timed(manager.remember, ns, turn)[1])
             query = benign[(i * 7) % len(benign)]
-            inject.append(_timed(block_for, manager, "cost", "agent", query)[1])
+            inject.append(timed(block_for, manager, "cost", "agent", query)[1])
         facts = len(manager.list(ns, status="active"))
     return CostResult(
         runs=runs,
         remember_p50_ms=statistics.median(remember),
-        remember_p95_ms=_percentile(remember, 0.95),
+        remember_p95_ms=percentile(remember, 0.95),
         extract_p50_ms=statistics.median(extract),
-        extract_p95_ms=_percentile(extract, 0.95),
+        extract_p95_ms=percentile(extract, 0.95),
         inject_p50_ms=statistics.median(inject),
-        inject_p95_ms=_percentile(inject, 0.95),
+        inject_p95_ms=percentile(inject, 0.95),
         facts_at_end=facts,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from langchain.tools import ToolRuntime
@@ -56,50 +57,69 @@ def _answer(steps: Callable[[], Steps[Any]]) -> Steps[str]:
     return json.dumps(result, ensure_ascii=False)
 
 
-def memory_tools(manager: MemoryManager, agent: str = "agent") -> list[BaseTool]:
-    """The four memory tools over `manager`, for the agent called `agent`.
+@dataclass(frozen=True)
+class _Steps:
+    """The four tools' logic over one manager and agent, each a step generator."""
 
-    Each has a sync and an async form; the async one uses only the manager's async path.
-    """
+    manager: MemoryManager
+    agent: str
 
-    def search_steps(runtime: ToolRuntime, query: str, limit: int = 5) -> Steps[str]:
+    def search(self, runtime: ToolRuntime, query: str, limit: int = 5) -> Steps[str]:
         def run() -> Steps[Any]:
-            ns = resolve_namespace(runtime, agent)
-            facts = yield from manager.search_steps(ns, query, k=limit)
+            ns = resolve_namespace(runtime, self.agent)
+            facts = yield from self.manager.search_steps(ns, query, k=limit)
             return {"facts": [_fact_json(f) for f in facts]}
 
         return _answer(run)
 
-    def add_steps(runtime: ToolRuntime, content: str) -> Steps[str]:
+    def add(self, runtime: ToolRuntime, content: str) -> Steps[str]:
         def run() -> Steps[Any]:
-            ns = resolve_namespace(runtime, agent)
+            ns = resolve_namespace(runtime, self.agent)
             source = run_source(runtime, via="tool")
-            fact = yield from manager.add_steps(ns, content, source=source, gate=True)
+            fact = yield from self.manager.add_steps(ns, content, source=source, gate=True)
             if fact.status == "quarantined":
                 return {"held_for_review": True, "reason": fact.reason, "id": fact.id}
             return {"stored": _fact_json(fact)}
 
         return _answer(run)
 
-    def update_steps(
-        runtime: ToolRuntime, fact_id: str, content: str, expected_revision: int | None = None
+    def update(
+        self,
+        runtime: ToolRuntime,
+        fact_id: str,
+        content: str,
+        expected_revision: int | None = None,
     ) -> Steps[str]:
         def run() -> Steps[Any]:
-            ns = resolve_namespace(runtime, agent)
-            fact = yield from manager.update_steps(
+            ns = resolve_namespace(runtime, self.agent)
+            fact = yield from self.manager.update_steps(
                 ns, fact_id, content, expected_revision=expected_revision
             )
             return {"stored": _fact_json(fact)}
 
         return _answer(run)
 
-    def delete_steps(runtime: ToolRuntime, fact_id: str) -> Steps[str]:
+    def delete(self, runtime: ToolRuntime, fact_id: str) -> Steps[str]:
         def run() -> Steps[Any]:
-            ns = resolve_namespace(runtime, agent)
-            fact = yield from manager.retract_steps(ns, fact_id, reason="deleted_by_agent")
+            ns = resolve_namespace(runtime, self.agent)
+            fact = yield from self.manager.retract_steps(ns, fact_id, reason="deleted_by_agent")
             return {"retracted": _fact_json(fact)}
 
         return _answer(run)
+
+
+def memory_tools(manager: MemoryManager, agent: str = "agent") -> list[BaseTool]:
+    """The four memory tools over `manager`, for the agent called `agent`.
+
+    Each has a sync and an async form; the async one uses only the manager's async path.
+    """
+    steps = _Steps(manager, agent)
+    search_steps, add_steps, update_steps, delete_steps = (
+        steps.search,
+        steps.add,
+        steps.update,
+        steps.delete,
+    )
 
     def memory_search(runtime: ToolRuntime, query: _Query, limit: _Limit = 5) -> str:
         return run_sync(search_steps(runtime, query, limit))
