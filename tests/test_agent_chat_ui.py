@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import httpx
 import pytest
 import yaml
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Request, expect, sync_playwright
 
 from tests.support import OpenAIStub
 from tests.support.agent_chat_ui import (
@@ -93,6 +93,12 @@ class Session:
         self.api_url = api_url
         self.api = httpx.Client(base_url=api_url, timeout=10)
         self.first_thread: str | None = None
+        self.external: list[str] = []
+        page.on("request", self._note_request)
+
+    def _note_request(self, request: Request) -> None:
+        if urlparse(request.url).hostname not in ("127.0.0.1", None):
+            self.external.append(request.url)
 
     def home(self, thread_id: str | None = None) -> str:
         query = {"apiUrl": self.api_url, "assistantId": ASSISTANT_ID}
@@ -328,3 +334,8 @@ def test_second_thread_and_the_history_sidebar(session: Session) -> None:
     expect(page.get_by_text("Answer 1 to: first question", exact=True)).to_be_visible()
     assert session.thread_id() == thread_id
     session.expect_shown(AFTER_STOP)
+
+
+def test_the_page_reached_only_loopback(session: Session) -> None:
+    first_thread(session)
+    assert session.external == []
