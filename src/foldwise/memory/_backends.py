@@ -1,4 +1,4 @@
-"""`open_backend(url)`: the memory backend a ``memory.url`` (or a LangGraph store) names."""
+"""`open_backend(url)` / `open_outbox(url)`: the memory backend and write queue a URL names."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from foldwise.errors import ConfigError
+from foldwise.memory._outbox_local import LocalMemoryOutbox
+from foldwise.memory._outbox_sql import SqlMemoryOutbox
 from foldwise.memory._sql_backend import SqlMemoryBackend
+from foldwise.memory._sql_dialect import Dialect
 from foldwise.memory._sql_sqlite import SqliteDialect
 from foldwise.memory._store_backend import StoreMemoryBackend
 
@@ -15,14 +18,15 @@ if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
     from foldwise.memory._contracts import MemoryBackend
+    from foldwise.memory._outbox import MemoryOutbox
 
-__all__ = ["open_backend"]
+__all__ = ["open_backend", "open_outbox"]
 
 _KEY = "memory.url"
 _POSTGRES = ("postgresql", "postgres", "postgresql+psycopg", "postgres+psycopg")
 
 
-def _sqlite(url: str) -> SqlMemoryBackend:
+def _sqlite(url: str) -> SqliteDialect:
     rest = url[len("sqlite:") :]
     path = rest[3:].split("?", 1)[0] if rest.startswith("///") else ""
     if not path:
@@ -30,10 +34,10 @@ def _sqlite(url: str) -> SqlMemoryBackend:
             "a SQLite URL looks like sqlite:///relative/path.db or sqlite:////absolute/path.db",
             key=_KEY,
         )
-    return SqlMemoryBackend(SqliteDialect(path if path == ":memory:" else os.path.expanduser(path)))
+    return SqliteDialect(path if path == ":memory:" else os.path.expanduser(path))
 
 
-def _postgres(url: str) -> SqlMemoryBackend:
+def _postgres(url: str) -> Dialect:
     try:
         from foldwise.memory._sql_postgres import DEFAULT_SCHEMA, PostgresDialect, check_schema
     except ImportError as exc:  # pragma: no cover - psycopg is installed in the test env
@@ -49,7 +53,27 @@ def _postgres(url: str) -> SqlMemoryBackend:
         check_schema(schema)
     except ValueError as exc:
         raise ConfigError(str(exc), key=_KEY) from exc
-    return SqlMemoryBackend(PostgresDialect(dsn, schema=schema))
+    return PostgresDialect(dsn, schema=schema)
+
+
+def _dialect(url: str | None) -> Dialect | None:
+    """The SQL dialect `url` names, `None` for ``memory://``; `ConfigError` otherwise."""
+    if not isinstance(url, str) or ":" not in url:
+        raise ConfigError(
+            "must be a URL: sqlite:///path.db, postgresql://user@host/db or memory://", key=_KEY
+        )
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "memory":
+        return None
+    if scheme == "sqlite":
+        return _sqlite(url)
+    if scheme in _POSTGRES:
+        return _postgres(url)
+    raise ConfigError(
+        f"unsupported scheme {scheme!r}: use sqlite:///path.db, postgresql://user@host/db "
+        "or memory://",
+        key=_KEY,
+    )
 
 
 def open_backend(url: str | None, *, store: BaseStore | None = None) -> MemoryBackend:
@@ -74,19 +98,21 @@ def open_backend(url: str | None, *, store: BaseStore | None = None) -> MemoryBa
     """
     if store is not None:
         return StoreMemoryBackend(store)
-    if not isinstance(url, str) or ":" not in url:
-        raise ConfigError(
-            "must be a URL: sqlite:///path.db, postgresql://user@host/db or memory://", key=_KEY
-        )
-    scheme = url.split(":", 1)[0].lower()
-    if scheme == "memory":
-        return StoreMemoryBackend()
-    if scheme == "sqlite":
-        return _sqlite(url)
-    if scheme in _POSTGRES:
-        return _postgres(url)
-    raise ConfigError(
-        f"unsupported scheme {scheme!r}: use sqlite:///path.db, postgresql://user@host/db "
-        "or memory://",
-        key=_KEY,
-    )
+    dialect = _dialect(url)
+    return StoreMemoryBackend() if dialect is None else SqlMemoryBackend(dialect)
+
+
+def open_outbox(url: str | None, *, store: BaseStore | None = None) -> MemoryOutbox:
+    """The memory write queue next to the backend `open_backend(url, store=store)` opens.
+
+    A SQL URL gives the durable `SqlMemoryOutbox` in the same database (its own connection;
+    call `setup`); ``memory://`` or a `store` give the in-process `LocalMemoryOutbox`, which
+    loses whatever is still queued when the process exits.
+
+    Raises:
+        ConfigError: As `open_backend`.
+    """
+    if store is not None:
+        return LocalMemoryOutbox()
+    dialect = _dialect(url)
+    return LocalMemoryOutbox() if dialect is None else SqlMemoryOutbox(dialect)

@@ -23,6 +23,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from foldwise._steps import Io, Steps, async_method, sync_method
 from foldwise.errors import ExtractionError, FactNotFoundError, MemoryInputError
 from foldwise.memory._contracts import Extractor, FactChange, MemoryBackend, MemoryCapabilities
+from foldwise.memory._events import MemoryEvent, MemoryEventSink, check_limit, default_sink
 from foldwise.memory._facts import (
     Candidate,
     Fact,
@@ -38,9 +39,9 @@ from foldwise.memory._facts import (
 from foldwise.memory._gate import screen
 from foldwise.memory._plan import Screened, WritePlan, plan_writes
 from foldwise.memory._quarantine import quarantine_reason
+from foldwise.memory._remember import remember_slice_steps, write_plan_steps
 from foldwise.memory._rules import RulesExtractor
 from foldwise.memory._search import fuse_ranked
-from foldwise.memory._select import select_messages
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -86,6 +87,8 @@ class MemoryManager:
         min_confidence: Extracted facts below this are rejected (``low_confidence``).
         max_active_facts: Past this, the least important, least confident, oldest active facts
             are retracted (reason ``retention``).
+        event_sink: Where decisions are logged (default: ``memory_events`` on SQL, else an
+            in-process list).
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class MemoryManager:
         embedder: Embeddings | None = None,
         min_confidence: float = 0.5,
         max_active_facts: int = 1000,
+        event_sink: MemoryEventSink | None = None,
     ) -> None:
         self.backend = backend
         self.extractor: Extractor = extractor or RulesExtractor()
@@ -104,6 +108,7 @@ class MemoryManager:
         self.embedder = embedder if backend.capabilities.vector else None
         self.min_confidence = min_confidence
         self.max_active_facts = max_active_facts
+        self.event_sink = event_sink if event_sink is not None else default_sink(backend)
 
     @classmethod
     def from_config(
@@ -205,48 +210,7 @@ class MemoryManager:
     # --- writes --------------------------------------------------------------------------------
 
     def _write(self, namespace: Namespace, plan: WritePlan) -> Steps[None]:
-        if plan.empty:
-            return
-        embeddings: list[Sequence[float] | None] = []
-        if self.embedder is not None:
-            texts = [f.text for f in plan.new if f.status == "active"]
-            vectors = iter(
-                (yield Io.of(self.embedder.embed_documents, self.embedder.aembed_documents, texts))
-                if texts
-                else []
-            )
-            embeddings = [next(vectors) if f.status == "active" else None for f in plan.new]
-        yield Io.of(
-            self.backend.write,
-            self.backend.awrite,
-            namespace,
-            new=plan.new,
-            changes=list(plan.changes.values()),
-            embeddings=embeddings,
-        )
-        if any(f.status == "active" for f in plan.new):
-            yield from self._retain(namespace)
-
-    def _retain(self, namespace: Namespace) -> Steps[None]:
-        active = yield Io.of(
-            self.backend.list_facts, self.backend.alist_facts, namespace, status="active"
-        )
-        excess = len(active) - self.max_active_facts
-        if excess <= 0:
-            return
-        ranked = sorted(active, key=lambda f: (f.importance, f.confidence, f.recorded_at))
-        now = utcnow()
-        changes = [
-            FactChange(
-                fact_id=f.id,
-                status="retracted",
-                valid_to=now,
-                reason="retention",
-                expected_revision=f.revision,
-            )
-            for f in ranked[:excess]
-        ]
-        yield Io.of(self.backend.write, self.backend.awrite, namespace, changes=changes)
+        yield from write_plan_steps(self, namespace, plan)
 
     @staticmethod
     def _screen(candidate: Candidate, evidence: str, *, gate: bool) -> Screened:
@@ -437,33 +401,24 @@ class MemoryManager:
         messages: Sequence[BaseMessage],
         *,
         source: FactSource | None = None,
+        key: str | None = None,
     ) -> Steps[list[MemoryDecision]]:
         """Extract, screen and apply what `messages` say about the user; return the decisions.
 
         Only the user's own inputs and final answers are read. A failing extractor (after its
-        fallback) raises `ExtractionError` and nothing is written.
+        fallback) raises `ExtractionError` and nothing is written. With an idempotency `key`
+        (the write queue's), created facts get ids derived from it and a replay of an applied
+        slice writes nothing (decisions ``deduplicated``; see `foldwise.memory._remember`).
         """
-        ns = check_namespace(namespace)
-        selected = select_messages(messages)
-        if not selected:
-            return []
-        known = yield Io.of(self.backend.list_facts, self.backend.alist_facts, ns, status="active")
-        candidates = yield from self._extract(selected, known)
-        texts = {m.id: m.text for m in selected}
-        screened = [
-            self._screen(c, " ".join(texts.get(i) or "" for i in c.evidence), gate=True)
-            for c in candidates
-        ]
-        plan = plan_writes(
-            ns,
-            screened,
-            known,
-            now=utcnow(),
-            source=source or FactSource(via=self.extractor.name),
-            min_confidence=self.min_confidence,
+        return (yield from remember_slice_steps(self, namespace, messages, source=source, key=key))
+
+    def events_steps(self, namespace: Namespace, *, limit: int = 50) -> Steps[list[MemoryEvent]]:
+        """The namespace's newest logged decisions, newest first (``foldwise memory log``)."""
+        ns, sink = check_namespace(namespace), self.event_sink
+        found: list[MemoryEvent] = yield Io.of(
+            sink.list_events, sink.alist_events, ns, limit=check_limit(limit)
         )
-        yield from self._write(ns, plan)
-        return plan.decisions
+        return found
 
     get = sync_method(get_steps)
     aget = async_method(get_steps)
@@ -487,5 +442,7 @@ class MemoryManager:
     areject = async_method(reject_steps)
     remember = sync_method(remember_steps)
     aremember = async_method(remember_steps)
+    events = sync_method(events_steps)
+    aevents = async_method(events_steps)
     list = sync_method(list_steps)
     alist = async_method(list_steps)

@@ -88,6 +88,8 @@ class _Planner:
     min_confidence: float
     new_id: Callable[[], str]
     active: dict[Slot, list[Fact]]
+    fact_ids: Sequence[str] | None = None
+    index: int = 0
     plan: WritePlan = field(default_factory=WritePlan)
 
     def decide(self, item: Screened) -> None:
@@ -191,7 +193,7 @@ class _Planner:
         if c.evidence:
             source = source.model_copy(update={"message_ids": c.evidence})
         return Fact(
-            id=self.new_id(),
+            id=self.fact_ids[self.index] if self.fact_ids is not None else self.new_id(),
             namespace=self.namespace,
             subject=slot[0],
             attribute=slot[1],
@@ -240,6 +242,7 @@ def plan_writes(
     source: FactSource,
     min_confidence: float = 0.0,
     new_id: Callable[[], str] = new_fact_id,
+    fact_ids: Sequence[str] | None = None,
 ) -> WritePlan:
     """Plan the write for `screened` candidates, in order, against the `active` facts.
 
@@ -253,12 +256,17 @@ def plan_writes(
             ``message_ids``).
         min_confidence: Stored candidates below this are rejected (``low_confidence``).
         new_id: Fact id factory.
+        fact_ids: Instead of `new_id`, the id of the fact each candidate would create, by
+            index (deterministic ids for idempotent replays, `derived_fact_id`).
     """
     by_slot: dict[Slot, list[Fact]] = {}
     for fact in active:
         if fact.status == "active":
             by_slot.setdefault(fact.slot, []).append(fact)
-    planner = _Planner(namespace, now, source, min_confidence, new_id, by_slot)
-    for item in screened:
+    if fact_ids is not None and len(fact_ids) != len(screened):
+        raise ValueError("fact_ids needs one id per screened candidate")
+    planner = _Planner(namespace, now, source, min_confidence, new_id, by_slot, fact_ids)
+    for index, item in enumerate(screened):
+        planner.index = index
         planner.decide(item)
     return planner.plan

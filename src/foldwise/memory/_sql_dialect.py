@@ -83,6 +83,54 @@ _INDEXES = (
     "CREATE INDEX memory_facts_status_idx ON {p}memory_facts (namespace, status, recorded_at)",
 )
 
+_OUTBOX = """CREATE TABLE {p}memory_outbox (
+    id {serial},
+    item_key TEXT NOT NULL UNIQUE,
+    namespace TEXT NOT NULL,
+    thread_id TEXT,
+    run_id TEXT,
+    trace_id TEXT,
+    origin TEXT NOT NULL,
+    commit_ref TEXT,
+    payload TEXT NOT NULL,
+    debounce_key TEXT NOT NULL,
+    batch_key TEXT,
+    due_at {time} NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    lease_owner TEXT,
+    lease_token TEXT,
+    lease_until {time},
+    last_error TEXT,
+    created_at {time} NOT NULL,
+    done_at {time}
+)"""
+_EVENTS = """CREATE TABLE {p}memory_events (
+    seq {serial},
+    namespace TEXT NOT NULL,
+    item_key TEXT,
+    action TEXT NOT NULL,
+    fact_id TEXT,
+    at {time} NOT NULL,
+    body TEXT NOT NULL
+)"""
+_QUEUE = (
+    # One row per namespace with queued work: a claim locks it, so one namespace's batches
+    # are applied one at a time, in order, by one worker (PostgreSQL: SKIP LOCKED).
+    "CREATE TABLE {p}memory_outbox_namespaces (namespace TEXT PRIMARY KEY)",
+    "CREATE INDEX memory_outbox_live_idx ON {p}memory_outbox (status, namespace, id)",
+    "CREATE INDEX memory_events_ns_idx ON {p}memory_events (namespace, seq)",
+)
+
+
+def _v2(p: str, serial: str, time: str) -> tuple[str, ...]:
+    return (
+        _OUTBOX.format(p=p, serial=serial, time=time),
+        _EVENTS.format(p=p, serial=serial, time=time),
+        *(s.replace("{p}", p) for s in _QUEUE),
+    )
+
+
 MIGRATIONS: dict[str, tuple[tuple[int, str, tuple[str, ...]], ...]] = {
     "sqlite": (
         (
@@ -101,6 +149,11 @@ MIGRATIONS: dict[str, tuple[tuple[int, str, tuple[str, ...]], ...]] = {
                 "CREATE VIRTUAL TABLE memory_fts USING fts5(ns, terms, tokenize = 'ascii')",
             ),
         ),
+        (
+            2,
+            "memory write queue (outbox) and decision log",
+            _v2("", "INTEGER PRIMARY KEY AUTOINCREMENT", "TEXT"),
+        ),
     ),
     "postgres": (
         (
@@ -118,6 +171,11 @@ MIGRATIONS: dict[str, tuple[tuple[int, str, tuple[str, ...]], ...]] = {
                 *_INDEXES,
                 "CREATE INDEX memory_facts_terms_idx ON {p}memory_facts USING GIN (terms)",
             ),
+        ),
+        (
+            2,
+            "memory write queue (outbox) and decision log",
+            _v2("{p}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "TIMESTAMPTZ"),
         ),
     ),
 }
@@ -153,6 +211,8 @@ class Dialect:
     prefix: str = ""
     lock: ClassVar[str] = ""
     """Appended to a ``SELECT`` that reads a row the write transaction will change."""
+    skip_locked: ClassVar[str] = ""
+    """Appended to a ``SELECT`` that locks a row another writer may hold: skip it instead."""
 
     def sql(self, template: str) -> str:
         """`template` with its ``{p}`` table prefix filled in."""
@@ -176,6 +236,10 @@ class Dialect:
 
     def to_time(self, moment: datetime) -> Any:  # pragma: no cover - overridden
         """Bind an aware datetime as the database stores it."""
+        raise NotImplementedError
+
+    def from_time(self, value: Any) -> datetime:  # pragma: no cover - overridden
+        """The aware datetime a stored time column holds."""
         raise NotImplementedError
 
     def index(

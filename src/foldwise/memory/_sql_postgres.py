@@ -71,6 +71,7 @@ class PostgresDialect(PostgresSearch):
 
     name = "postgres"
     lock = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
 
     def __init__(
         self,
@@ -167,3 +168,7 @@ class PostgresDialect(PostgresSearch):
     def to_time(self, moment: datetime) -> datetime:
         """``timestamptz`` binds an aware datetime as it is."""
         return moment
+
+    def from_time(self, value: Any) -> datetime:
+        """``timestamptz`` reads back as an aware datetime."""
+        return value  # type: ignore[no-any-return]

@@ -156,3 +156,7 @@ class SqliteDialect(SqliteSearch):
     def to_time(self, moment: datetime) -> str:
         """Fixed-width UTC ISO text, which sorts chronologically."""
         return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+    def from_time(self, value: Any) -> datetime:
+        """The ISO text `to_time` wrote, as an aware datetime."""
+        return datetime.fromisoformat(str(value))
