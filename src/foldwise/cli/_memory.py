@@ -218,3 +218,31 @@ def import_(
             fresh = [f for f in facts if f.id not in known]
             manager.backend.write(ns, new=fresh)
     typer.echo(f"imported {len(fresh)} fact(s), skipped {len(facts) - len(fresh)} known id(s)")
+
+
+@memory_app.command("log")
+def log(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many decisions.")] = 50,
+    user: _User = "default",
+    agent: _Agent = None,
+    shared: _Shared = False,
+    config: _Config = None,
+    as_json: _Json = False,
+) -> None:
+    """Memory's decisions for the user, newest first: what was added, superseded, refused, why."""
+    with _memory(config, user, agent, shared) as (manager, ns), fail_on_errors():
+        events = manager.events(ns, limit=limit)
+    if as_json:
+        echo_json([event.model_dump(mode="json") for event in events])
+        return
+    if not events:
+        typer.echo("no decisions")
+    for event in events:
+        slot = ".".join(event.slot) if event.slot else "-"
+        closed = f" closed {','.join(event.closed_ids)}" if event.closed_ids else ""
+        reason = f" ({event.reason})" if event.reason else ""
+        where = f" thread {event.thread_id}" if event.thread_id else ""
+        typer.echo(
+            f"{event.at:%Y-%m-%d %H:%M:%S}  {event.action:<12} {slot}  {event.fact_id or '-'}"
+            f"{closed}{reason}  {event.text}  [via {event.via}{where}]"
+        )
