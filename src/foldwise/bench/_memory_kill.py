@@ -41,6 +41,16 @@ __all__ = ["MemoryKillReport", "run_memory_kill_benchmark"]
 _SINGLE_VALUED = {("user", "home_city"), ("user", "name")}
 _HITS = {"enqueue": 8}
 _DEFAULT_HITS = 4
+_FIGURES = (
+    "updates",
+    "applied",
+    "duplicates",
+    "half_applied",
+    "uncommitted_applied",
+    "state_mismatches",
+    "live_rows",
+    "dead_letters",
+)
 
 
 @dataclass(frozen=True)
@@ -233,9 +243,7 @@ def _verify(url: str, chunks: int, ledger: Path) -> dict[str, int]:
         counts["state_mismatches"] += _history(stored) != reference[user]
     counts["live_rows"] = status.live
     counts["dead_letters"] = status.counts.get("dead", 0)
-    keys = ("updates", "applied", "duplicates", "half_applied", "uncommitted_applied")
-    keys += ("state_mismatches", "live_rows", "dead_letters")
-    return {key: counts[key] for key in keys}
+    return {key: counts[key] for key in _FIGURES}
 
 
 def _history(facts: list[Fact]) -> Counter[tuple[Any, ...]]:
