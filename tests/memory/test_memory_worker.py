@@ -223,3 +223,35 @@ async def test_the_async_worker_never_calls_sync_io(tmp_path: Path, clock: Clock
         assert sorted(f.text for f in facts) == ["I like tea", "I live in Munich"]
         assert outbox.sync_calls == [] and store.sync_calls == []
         inner.close()
+
+
+def test_wake_cuts_the_idle_wait(manager: MemoryManager, outbox: MemoryOutbox) -> None:
+    worker = MemoryWorker(manager, outbox, poll_seconds=600)
+    worker.start()
+    try:
+        outbox.enqueue(ALICE, turn(1, "I live in Munich"), thread_id="t1")
+        worker.wake()
+        for _ in range(2000):
+            if outbox.status().live == 0:
+                break
+            threading.Event().wait(0.01)
+        assert active_texts(manager) == ["I live in Munich"]  # long before a 600 s poll
+    finally:
+        assert worker.stop(timeout=30)
+
+
+async def test_wake_reaches_the_async_task(manager: MemoryManager, outbox: MemoryOutbox) -> None:
+    asyncio.get_running_loop().set_debug(True)
+    worker = MemoryWorker(manager, outbox, poll_seconds=600)
+    await worker.astart()
+    try:
+        await asyncio.sleep(0.05)  # the task is idle, waiting
+        await outbox.aenqueue(ALICE, turn(1, "I like tea"), thread_id="t1")
+        await asyncio.to_thread(worker.wake)  # from another thread, as a sync producer would
+        for _ in range(2000):
+            if (await outbox.astatus()).live == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert [f.text for f in await manager.alist(ALICE, status="active")] == ["I like tea"]
+    finally:
+        await worker.astop(deadline=5)

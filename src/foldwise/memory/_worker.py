@@ -116,6 +116,8 @@ class MemoryWorker:
         self._task: asyncio.Task[None] | None = None
         self._held: OutboxBatch | None = None
         self._wake: asyncio.Event | None = None
+        self._nudge = threading.Event()
+        self._event_loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"MemoryWorker({self.worker_id!r})"
@@ -238,6 +240,13 @@ class MemoryWorker:
                 raise TimeoutError("the memory queue did not drain in time")
             await asyncio.sleep(min(0.05, self.poll_seconds))
 
+    def wake(self) -> None:
+        """Cut the idle wait short: something was just enqueued (safe from any thread)."""
+        self._nudge.set()
+        loop, event = self._event_loop, self._wake
+        if loop is not None and event is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+
     # --- background thread ---------------------------------------------------------------------
 
     def start(self) -> None:
@@ -257,11 +266,13 @@ class MemoryWorker:
                 logger.exception("memory worker %s: claim failed; retrying", self.worker_id)
                 handled = 0
             if not handled:
-                self._stopping.wait(self.poll_seconds)
+                self._nudge.wait(self.poll_seconds)
+                self._nudge.clear()
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop claiming; wait up to `timeout` for the batch in hand. `True` once stopped."""
         self._stopping.set()
+        self._nudge.set()
         thread = self._thread
         if thread is None:
             return True
@@ -279,6 +290,7 @@ class MemoryWorker:
             return
         self._stopping.clear()
         self._wake = asyncio.Event()
+        self._event_loop = asyncio.get_running_loop()
         await self.outbox.arelease_owned(self.worker_id)
         self._task = asyncio.get_running_loop().create_task(self._aloop(), name=self.worker_id)
 
@@ -302,6 +314,8 @@ class MemoryWorker:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.poll_seconds):
                 await wake.wait()
+        if not self._stopping.is_set():
+            wake.clear()
 
     async def _release_held(self) -> None:
         batch = self._held
