@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from foldwise.memory import Fact, FactSource, MemoryBackend, open_backend
+from foldwise.memory import Fact, FactSource, MemoryBackend, MemoryOutbox, open_backend
 from foldwise.memory._facts import FactStatus, Namespace
+from tests.memory.queue_support import KINDS, Clock, memory_url, outbox_for
 from tests.support.async_only_store import AsyncOnlyStore
 from tests.support.gateway import drop_schema, postgres_url
 
@@ -131,3 +132,26 @@ async def api(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[A
     if store is not None:
         assert store.sync_calls == []
         assert store.async_calls > 0
+
+
+# --- the memory write queue (test_outbox.py, test_memory_worker.py) ---
+
+
+@pytest.fixture(params=KINDS)
+def queue_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Each memory URL kind: a SQLite file, a fresh PostgreSQL schema, ``memory://``."""
+    yield from memory_url(str(request.param), tmp_path)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A controllable clock for the outbox."""
+    return Clock()
+
+
+@pytest.fixture
+def outbox(queue_url: str, clock: Clock) -> Iterator[MemoryOutbox]:
+    """The outbox over `queue_url`, set up, on `clock`."""
+    box = outbox_for(queue_url, clock)
+    yield box
+    box.close()

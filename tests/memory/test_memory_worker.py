@@ -17,7 +17,6 @@ from foldwise.memory import (
     open_backend,
 )
 from tests.memory.queue_support import (
-    KINDS,
     AsyncOnlyOutbox,
     Clock,
     FailingExtractor,
@@ -31,26 +30,9 @@ from tests.support.async_only_store import AsyncOnlyStore
 ALICE = namespace_for("alice")
 
 
-@pytest.fixture(params=KINDS)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    yield from memory_url(str(request.param), tmp_path)
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def outbox(url: str, clock: Clock) -> Iterator[MemoryOutbox]:
-    box = outbox_for(url, clock)
-    yield box
-    box.close()
-
-
-@pytest.fixture
-def manager(url: str) -> Iterator[MemoryManager]:
-    memory = MemoryManager(open_backend(url))
+def manager(queue_url: str) -> Iterator[MemoryManager]:
+    memory = MemoryManager(open_backend(queue_url))
     memory.setup()
     yield memory
     memory.close()
@@ -94,10 +76,10 @@ def test_a_replayed_batch_is_deduplicated(
 
 
 def test_failures_back_off_then_dead_letter_with_the_error(
-    url: str, outbox: MemoryOutbox, clock: Clock
+    queue_url: str, outbox: MemoryOutbox, clock: Clock
 ) -> None:
     extractor = FailingExtractor()
-    manager = MemoryManager(open_backend(url), extractor=extractor)
+    manager = MemoryManager(open_backend(queue_url), extractor=extractor)
     manager.setup()
     try:
         outbox.enqueue(ALICE, turn(1, "I live in Munich"), thread_id="t1")
@@ -159,10 +141,10 @@ def test_commit_check_applies_discards_or_waits(
 
 
 def test_stop_finishes_the_batch_in_hand_and_leaves_the_rest_queued(
-    url: str, outbox: MemoryOutbox
+    queue_url: str, outbox: MemoryOutbox
 ) -> None:
     extractor = GatedExtractor()
-    manager = MemoryManager(open_backend(url), extractor=extractor)
+    manager = MemoryManager(open_backend(queue_url), extractor=extractor)
     manager.setup()
     try:
         for n in range(4):
@@ -180,10 +162,12 @@ def test_stop_finishes_the_batch_in_hand_and_leaves_the_rest_queued(
         manager.close()
 
 
-async def test_astop_past_its_deadline_releases_the_batch(url: str, outbox: MemoryOutbox) -> None:
+async def test_astop_past_its_deadline_releases_the_batch(
+    queue_url: str, outbox: MemoryOutbox
+) -> None:
     asyncio.get_running_loop().set_debug(True)
     extractor = GatedExtractor()
-    manager = MemoryManager(open_backend(url), extractor=extractor)
+    manager = MemoryManager(open_backend(queue_url), extractor=extractor)
     await manager.asetup()
     try:
         for n in range(3):

@@ -4,34 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from foldwise.errors import MemoryInputError
 from foldwise.memory import MemoryOutbox, namespace_for, open_outbox, outbox_key
-from tests.memory.queue_support import KINDS, Clock, memory_url, outbox_for, turn
+from tests.memory.queue_support import Clock, turn
 
 ALICE = namespace_for("alice")
 BOB = namespace_for("bob")
-
-
-@pytest.fixture(params=KINDS)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    yield from memory_url(str(request.param), tmp_path)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def outbox(url: str, clock: Clock) -> Iterator[MemoryOutbox]:
-    box = outbox_for(url, clock)
-    yield box
-    box.close()
 
 
 def test_enqueue_is_idempotent_by_key(outbox: MemoryOutbox) -> None:

@@ -9,11 +9,13 @@ work inline (no I/O, nothing blocks the loop beyond the short lock).
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from langchain_core.messages import BaseMessage
 
@@ -38,6 +40,24 @@ from foldwise.memory._outbox import (
 )
 
 __all__ = ["LocalMemoryOutbox"]
+
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _inline(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """The async twin of an in-memory method: the same call, inline (no I/O to wait for)."""
+
+    @functools.wraps(method)
+    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(self, *args, **kwargs)
+
+    run.__name__ = run.__qualname__ = "a" + method.__name__
+    return run
+
 
 _LIVE = ("pending", "claimed")
 
@@ -75,14 +95,12 @@ class LocalMemoryOutbox:
     def setup(self) -> None:
         """Nothing to set up."""
 
-    async def asetup(self) -> None:
-        """Nothing to set up."""
+    asetup = _inline(setup)
 
     def close(self) -> None:
         """Nothing to close (the queue stays readable)."""
 
-    async def aclose(self) -> None:
-        """Nothing to close."""
+    aclose = _inline(close)
 
     def enqueue(
         self,
@@ -114,29 +132,7 @@ class LocalMemoryOutbox:
             self._keys[key] = row_id
         return Enqueued(key=key, created=True)
 
-    async def aenqueue(
-        self,
-        namespace: Namespace,
-        messages: Sequence[BaseMessage],
-        *,
-        thread_id: str | None = None,
-        run_id: str | None = None,
-        trace_id: str | None = None,
-        origin: OutboxOrigin = "run",
-        commit_ref: str | None = None,
-        debounce_seconds: float = 0.0,
-    ) -> Enqueued:
-        """Async `enqueue` (in-memory, inline)."""
-        return self.enqueue(
-            namespace,
-            messages,
-            thread_id=thread_id,
-            run_id=run_id,
-            trace_id=trace_id,
-            origin=origin,
-            commit_ref=commit_ref,
-            debounce_seconds=debounce_seconds,
-        )
+    aenqueue = _inline(enqueue)
 
     def claim(
         self,
@@ -181,18 +177,7 @@ class LocalMemoryOutbox:
             key, items[0].namespace, items[0].thread_id, items, worker_id, token, until
         )
 
-    async def aclaim(
-        self,
-        worker_id: str,
-        *,
-        lease_seconds: float = 60.0,
-        limit: int = 1,
-        ignore_debounce: bool = False,
-    ) -> list[OutboxBatch]:
-        """Async `claim` (in-memory, inline)."""
-        return self.claim(
-            worker_id, lease_seconds=lease_seconds, limit=limit, ignore_debounce=ignore_debounce
-        )
+    aclaim = _inline(claim)
 
     def _held(self, batch: OutboxBatch, ids: Sequence[int]) -> list[_Row]:
         rows = [self._rows.get(i) for i in ids]
@@ -217,11 +202,7 @@ class LocalMemoryOutbox:
                 row.last_error = reason if row.item.id in discarded else None
         return len(rows)
 
-    async def acomplete(
-        self, batch: OutboxBatch, *, discarded: Sequence[int] = (), reason: str | None = None
-    ) -> int:
-        """Async `complete`."""
-        return self.complete(batch, discarded=discarded, reason=reason)
+    acomplete = _inline(complete)
 
     def fail(self, batch: OutboxBatch, error: str, *, retry_in: float | None) -> int:
         """Count a failed attempt: retry after `retry_in` seconds, or (`None`) dead-letter it."""
@@ -240,9 +221,7 @@ class LocalMemoryOutbox:
                     row.status, row.due_at = "pending", due
         return len(rows)
 
-    async def afail(self, batch: OutboxBatch, error: str, *, retry_in: float | None) -> int:
-        """Async `fail`."""
-        return self.fail(batch, error, retry_in=retry_in)
+    afail = _inline(fail)
 
     def release(self, batch: OutboxBatch, *, retry_in: float = 0.0) -> int:
         """Give the batch back unapplied (no attempt counted), claimable after `retry_in`."""
@@ -254,9 +233,7 @@ class LocalMemoryOutbox:
                 row.lease_token = row.lease_until = None
         return len(rows)
 
-    async def arelease(self, batch: OutboxBatch, *, retry_in: float = 0.0) -> int:
-        """Async `release`."""
-        return self.release(batch, retry_in=retry_in)
+    arelease = _inline(release)
 
     def release_owned(self, worker_id: str) -> int:
         """Release every batch leased to `worker_id`."""
@@ -267,9 +244,7 @@ class LocalMemoryOutbox:
                 row.status, row.lease_token, row.lease_until = "pending", None, None
         return len(rows)
 
-    async def arelease_owned(self, worker_id: str) -> int:
-        """Async `release_owned`."""
-        return self.release_owned(worker_id)
+    arelease_owned = _inline(release_owned)
 
     def status(self, *, dead_limit: int = 20) -> OutboxStatus:
         """Counts by status, the newest dead letters with their errors, the oldest live age."""
@@ -297,6 +272,4 @@ class LocalMemoryOutbox:
             oldest_pending_seconds=(now - min(live)).total_seconds() if live else None,
         )
 
-    async def astatus(self, *, dead_limit: int = 20) -> OutboxStatus:
-        """Async `status`."""
-        return self.status(dead_limit=dead_limit)
+    astatus = _inline(status)
