@@ -194,3 +194,35 @@ def test_two_workers_never_claim_the_same_row(storage_url: str) -> None:
     finally:
         for box in boxes:
             box.close()
+
+
+def test_a_part_one_database_gains_the_queue_on_open(tmp_path: Path) -> None:
+    """A memory file at migration 1 (part 1) is migrated to 2 by the next open, facts kept."""
+    import sqlite3
+
+    from foldwise.memory import MemoryManager, open_backend
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    manager = MemoryManager(open_backend(url))
+    manager.setup()
+    manager.add(ALICE, "I live in Munich")
+    manager.close()
+    conn = sqlite3.connect(tmp_path / "m.db")
+    for table in ("memory_outbox", "memory_events", "memory_outbox_namespaces"):
+        conn.execute(f"DROP TABLE {table}")
+    conn.execute("DELETE FROM memory_schema_migrations WHERE version = 2")
+    conn.commit()
+    conn.close()
+    box = open_outbox(url)
+    box.setup()
+    try:
+        assert box.enqueue(ALICE, turn(1, "I like tea"), thread_id="t1").created
+    finally:
+        box.close()
+    again = MemoryManager(open_backend(url))
+    again.setup()
+    try:
+        assert [f.text for f in again.list(ALICE)] == ["I live in Munich"]
+        assert again.events(ALICE) == []  # the log starts with the upgrade
+    finally:
+        again.close()

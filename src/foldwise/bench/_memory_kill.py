@@ -39,7 +39,7 @@ from foldwise.memory._plan import same_value
 __all__ = ["MemoryKillReport", "run_memory_kill_benchmark"]
 
 _SINGLE_VALUED = {("user", "home_city"), ("user", "name")}
-_HITS = {"enqueue": 8}
+_HITS = {"enqueue": 8, "debounce": 2}
 _DEFAULT_HITS = 4
 _FIGURES = (
     "updates",

@@ -263,7 +263,7 @@ class MemoryWorker:
             try:
                 handled = self.run_once()
             except Exception:
-                logger.exception("memory worker %s: claim failed; retrying", self.worker_id)
+                logger.exception("memory worker %s: a queue pass failed; retrying", self.worker_id)
                 handled = 0
             if not handled:
                 self._nudge.wait(self.poll_seconds)
@@ -302,7 +302,7 @@ class MemoryWorker:
                 await self._release_held()
                 raise
             except Exception:
-                logger.exception("memory worker %s: claim failed; retrying", self.worker_id)
+                logger.exception("memory worker %s: a queue pass failed; retrying", self.worker_id)
                 handled = 0
             if not handled:
                 await self._apause()
