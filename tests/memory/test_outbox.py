@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from foldwise.errors import MemoryInputError
-from foldwise.memory import MemoryOutbox, namespace_for, open_outbox, outbox_key
+from foldwise.memory import (
+    MemoryManager,
+    MemoryOutbox,
+    namespace_for,
+    open_backend,
+    open_outbox,
+    outbox_key,
+)
 from tests.memory.queue_support import Clock, turn
 
 ALICE = namespace_for("alice")
@@ -198,10 +207,6 @@ def test_two_workers_never_claim_the_same_row(storage_url: str) -> None:
 
 def test_a_part_one_database_gains_the_queue_on_open(tmp_path: Path) -> None:
     """A memory file at migration 1 (part 1) is migrated to 2 by the next open, facts kept."""
-    import sqlite3
-
-    from foldwise.memory import MemoryManager, open_backend
-
     url = f"sqlite:///{tmp_path / 'm.db'}"
     manager = MemoryManager(open_backend(url))
     manager.setup()
