@@ -11,18 +11,23 @@ an ``a``-prefixed async twin, so the async path never calls a sync backend or mo
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, get_args
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage, HumanMessage
-from pydantic import ValidationError
 
 from foldwise._steps import Io, Steps, async_method, sync_method
 from foldwise.errors import ExtractionError, FactNotFoundError, MemoryInputError
+from foldwise.memory._api_checks import (
+    REJECTED,
+    api_candidate,
+    check_fact_id,
+    check_k,
+    note_slot,
+    was_current,
+)
 from foldwise.memory._contracts import Extractor, FactChange, MemoryBackend, MemoryCapabilities
 from foldwise.memory._facts import (
     Candidate,
@@ -52,43 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["MemoryManager"]
 
 _FactList = list[Fact]
-_FACT_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _STATUSES: tuple[str, ...] = get_args(FactStatus)
-_MAX_K = 100
-_REJECTED = "quarantine_rejected"
 _VECTOR_POOL = 4
-
-
-def _was_current(fact: Fact) -> bool:
-    """Whether the fact was ever its slot's value (held and rejected facts never were)."""
-    return fact.status != "quarantined" and fact.reason != _REJECTED
-
-
-def _check_fact_id(fact_id: object) -> str:
-    if not isinstance(fact_id, str) or not _FACT_ID.match(fact_id):
-        raise MemoryInputError("is not a memory fact id", field="fact_id")
-    return fact_id
-
-
-def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= _MAX_K:
-        raise MemoryInputError(f"must be an integer from 1 to {_MAX_K}", field="k")
-    return k
-
-
-def _candidate(**fields: Any) -> Candidate:
-    """A `Candidate` from API arguments; a bad one raises `MemoryInputError` naming the field."""
-    try:
-        return Candidate(**fields)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"]) or "candidate"
-        raise MemoryInputError(str(error["msg"]), field=field) from exc
-
-
-def _note_slot(text: str) -> str:
-    digest = hashlib.sha256(" ".join(text.casefold().split()).encode()).hexdigest()[:12]
-    return f"note:{digest}"
 
 
 class MemoryManager:
@@ -157,7 +127,7 @@ class MemoryManager:
 
     def get_steps(self, namespace: Namespace, fact_id: str) -> Steps[Fact]:
         """The fact, or `FactNotFoundError` (another namespace's facts are never found)."""
-        ns, fid = check_namespace(namespace), _check_fact_id(fact_id)
+        ns, fid = check_namespace(namespace), check_fact_id(fact_id)
         fact: Fact | None = yield Io.of(self.backend.get, self.backend.aget, ns, fid)
         if fact is None:
             raise FactNotFoundError(fid)
@@ -185,14 +155,14 @@ class MemoryManager:
         versions = yield Io.of(
             self.backend.list_facts, self.backend.alist_facts, fact.namespace, slot=fact.slot
         )
-        kept = [f for f in versions if _was_current(f) or f.id == fact.id]
+        kept = [f for f in versions if was_current(f) or f.id == fact.id]
         return sorted(kept, key=lambda f: (f.valid_from, f.recorded_at, f.id))
 
     def search_steps(
         self, namespace: Namespace, query: str, *, k: int = 5, as_of: datetime | None = None
     ) -> Steps[_FactList]:
         """The `k` best facts for `query`: active ones, or those current at `as_of`."""
-        ns, text, k = check_namespace(namespace), check_text(query, field="query"), _check_k(k)
+        ns, text, k = check_namespace(namespace), check_text(query, field="query"), check_k(k)
         statuses: tuple[FactStatus, ...] = ("active",)
         if as_of is not None:
             statuses = ("active", "superseded", "retracted")
@@ -307,9 +277,9 @@ class MemoryManager:
         """
         ns, body = check_namespace(namespace), check_text(text)
         read = self._slot_for(body) if attribute is None else None
-        candidate = _candidate(
+        candidate = api_candidate(
             subject=subject or (read.subject if read else "user"),
-            attribute=attribute or (read.attribute if read else _note_slot(body)),
+            attribute=attribute or (read.attribute if read else note_slot(body)),
             text=body,
             category=category or (read.category if read else "other"),
             confidence=confidence,
@@ -446,7 +416,7 @@ class MemoryManager:
             fact_id=held.id,
             status="retracted",
             valid_to=held.valid_from,
-            reason=_REJECTED,
+            reason=REJECTED,
             expected_revision=held.revision,
         )
         yield Io.of(self.backend.write, self.backend.awrite, held.namespace, changes=[change])
