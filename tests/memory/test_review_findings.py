@@ -29,13 +29,6 @@ from tests.support.gateway import gateway_config, open_gateway, user
 NS = namespace_for("alice")
 
 
-@pytest.fixture
-def memory() -> MemoryManager:
-    manager = MemoryManager(open_backend("memory://"))
-    manager.setup()
-    return manager
-
-
 def _turn(text: str, tag: str) -> list[BaseMessage]:
     return [HumanMessage(text, id=f"h-{tag}"), AIMessage("ok", id=f"a-{tag}")]
 
