@@ -24,13 +24,6 @@ ALICE = namespace_for("alice")
 BOB = namespace_for("bob")
 
 
-@pytest.fixture
-def memory() -> MemoryManager:
-    manager = MemoryManager(open_backend("memory://"))
-    manager.setup()
-    return manager
-
-
 def test_add_search_and_namespace_isolation(memory: MemoryManager) -> None:
     fact = memory.add(ALICE, "I live in Berlin")
     assert fact.status == "active" and fact.namespace == ALICE

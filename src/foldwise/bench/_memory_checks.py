@@ -280,7 +280,13 @@ def check_supersession(folder: Path) -> SupersessionResult:
                 result.stale_injected += any(f.text in block for f in old if f not in slot)
                 then = manager.search(ns, old[0].text, k=5, as_of=between) if old else []
                 result.as_of_cases += 1
-                result.as_of_right += bool(old) and any(f.id == old[0].id for f in then)
+                # Right only if the old value is found *and* the new one is not: a search that
+                # ignored `as_of` would return both.
+                result.as_of_right += (
+                    bool(old)
+                    and any(f.id == old[0].id for f in then)
+                    and not any(f.id in {g.id for g in slot} for f in then)
+                )
             elif case.kind == "additive":
                 closed = [f for f in old if f.id not in {g.id for g in active}]
                 result.additive_closed += len(closed)

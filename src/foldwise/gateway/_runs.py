@@ -102,6 +102,7 @@ async def start_run(
         durability=body.durability,
         recursion_limit=body.recursion_limit(),
         metadata=body.metadata,
+        user_id=identity or None,
     )
     return await gateway.runs.start(spec, stream=stream)
 

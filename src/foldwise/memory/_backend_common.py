@@ -46,6 +46,8 @@ def namespace_key(namespace: Namespace) -> str:
 
 
 def _aware(value: datetime | None, field: str) -> None:
+    if value is not None and not isinstance(value, datetime):
+        raise MemoryInputError("must be a datetime (timezone-aware, UTC)", field=field)
     if value is not None and value.tzinfo is None:
         raise MemoryInputError("must be timezone-aware (UTC)", field=field)
 

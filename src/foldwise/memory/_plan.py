@@ -127,7 +127,10 @@ class _Planner:
 
     def _retract(self, c: Candidate, slot: Slot) -> None:
         current = self.active.get(slot, [])
-        targets = [f for f in current if _carries(f, c)] if c.multi_valued else list(current)
+        # A stated value closes only the facts that carry it ("I don't live in Berlin any
+        # more" does not close "I live in Munich"); without one the whole slot closes.
+        named = c.multi_valued or bool(_folded(c.value or ""))
+        targets = [f for f in current if _carries(f, c)] if named else list(current)
         if not targets:
             self._note("noop", slot, c, reason="nothing_to_retract")
             return

@@ -37,6 +37,7 @@ API. Reason codes, in the order they are checked:
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 
@@ -58,6 +59,13 @@ QUARANTINE_REASONS = (
 """Every code `quarantine_reason` returns, in the order it checks them."""
 
 _I = re.IGNORECASE
+_LOOK_ALIKES = str.maketrans(
+    {
+        **dict.fromkeys("\u2039\u3008\u27e8\u02c2\u1438\u276e", "<"),
+        **dict.fromkeys("\u203a\u3009\u27e9\u02c3\u1433\u276f", ">"),
+        **dict.fromkeys("\u0085\u2028\u2029\x0b\x0c", "\n"),
+    }
+)
 _INVISIBLE = re.compile(
     "[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad\u180e\U000e0000-\U000e007f]"
 )
@@ -266,7 +274,9 @@ def quarantine_reason(text: str) -> str | None:
     """
     if _INVISIBLE.search(text):
         return "invisible_characters"
-    folded = unicodedata.normalize("NFKC", text)
+    # Entities (`&lt;system&gt;`), angle-bracket look-alikes (`‹system›`) and the other line
+    # breaks (NEL, U+2028/9) are read as what they imitate.
+    folded = unicodedata.normalize("NFKC", html.unescape(text)).translate(_LOOK_ALIKES)
     if _MARKUP.search(folded):
         return "markup"
     if _DATA_URL.search(folded) or _base64_payload(folded):

@@ -25,7 +25,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from foldwise._steps import Steps, run_async, run_sync
+from foldwise._steps import Io, Steps, run_async, run_sync
 from foldwise.config import FoldwiseConfig
 from foldwise.errors import FoldwiseError
 from foldwise.memory import MemoryManager, namespace_for
@@ -100,6 +100,7 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         self.profile_share = profile_share
         self.count = count or get_counter().count_text
         self.tools = memory_tools(manager, agent) if mode in ("tool", "both") else []
+        self._ready = False
 
     @classmethod
     def from_config(
@@ -140,10 +141,17 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             return None
         return None if state.get("memory_context") == value else {"memory_context": value}
 
+    def _ready_steps(self) -> Steps[None]:
+        """Set the backend up on first use (idempotent): a manager built from config is not."""
+        if not self._ready:
+            yield Io.of(self.manager.setup, self.manager.asetup)
+            self._ready = True
+
     def _inject_steps(self, state: Any) -> Steps[dict[str, Any] | None]:
-        if not self.inject:
-            return None
         try:
+            yield from self._ready_steps()
+            if not self.inject:
+                return None
             return (yield from self._context_steps(state))
         except FoldwiseError as exc:
             logger.warning("memory injection skipped: %s", exc)
@@ -166,6 +174,7 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             return
         config = _current_config()
         try:
+            yield from self._ready_steps()
             namespace = resolve_namespace(config, self.agent)
             span = run_slice(list(state.get("messages") or []))
             source = run_source(config, via=self.manager.extractor.name)
