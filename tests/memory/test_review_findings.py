@@ -253,14 +253,6 @@ def test_as_of_between_quarantine_and_approval_has_one_value(memory: MemoryManag
     assert [f.text for f in memory.search(NS, "live", as_of=between)] == ["I live in Berlin"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="remember is not idempotent (the 'deduplicated' decision is declared, never made): "
-    "a replayed slice reinforces again (confidence +0.1, revision +1 each time), and a run "
-    "with no new user input (invoke({'messages': []}), a goto/command run) re-extracts the "
-    "previous run's messages via run_slice. A candidate whose evidence ids are already in a "
-    "same-slot, same-value fact's source.message_ids should be a no-op.",
-)
 def test_a_run_without_new_user_input_does_not_re_remember(memory: MemoryManager) -> None:
     model = ScriptedChatModel(default="ok")
     config = FoldwiseConfig.model_validate({"memory": {"enabled": True}})

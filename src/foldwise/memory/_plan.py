@@ -111,6 +111,10 @@ class _Planner:
     def _store(self, c: Candidate, slot: Slot) -> None:
         current = self.active.get(slot, [])
         twin = next((f for f in current if _carries(f, c)), None)
+        if twin is not None and c.evidence and set(c.evidence) <= set(twin.source.message_ids):
+            # The same messages read again (a replayed slice, a run with no new input).
+            self._note("deduplicated", slot, c, fact_id=twin.id, reason="already_remembered")
+            return
         if twin is not None:
             confidence = min(1.0, max(twin.confidence, c.confidence) + _REINFORCE_STEP)
             self._change(twin, twin.status, confidence=confidence)
