@@ -404,14 +404,6 @@ def test_the_bench_recall_row_depends_on_the_query(monkeypatch: pytest.MonkeyPat
     assert result.found / result.planted < 0.5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="The per-request recall section lives in the durable data block, which sits right "
-    "after the system prompt, before the whole conversation: a new request recalling other "
-    "facts changes that block, so nothing after the system prompt stays cacheable between "
-    "runs of one thread even when memory did not change (the issue wants the prefix "
-    "cacheable). Recall belongs after the history (e.g. next to the latest user message).",
-)
 def test_recall_for_a_new_request_leaves_the_history_prefix_unchanged(
     memory: MemoryManager,
 ) -> None:
