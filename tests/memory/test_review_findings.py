@@ -383,14 +383,6 @@ def test_no_fresh_attack_reaches_active_memory() -> None:
     assert leaked == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bench memory's cross-thread recall row (check_recall) is dominated by the profile: "
-    "each namespace holds 50 facts, which the 900-token profile shows whole, so with queries "
-    "unrelated to every fact it still scores 376/400 (94 %). It measures profile capacity, "
-    "not recall; it needs more facts per namespace than the profile holds, or a separate "
-    "query-driven figure.",
-)
 def test_the_bench_recall_row_depends_on_the_query(monkeypatch: pytest.MonkeyPatch) -> None:
     from foldwise.bench import _memory_checks
 
