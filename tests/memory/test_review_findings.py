@@ -239,12 +239,6 @@ async def test_gateway_memory_is_per_authenticated_user(tmp_path: Path) -> None:
 # --- left for the lead (confirmed, not fixed) --------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="approve keeps the held fact's valid_from (when it was quarantined) while the value "
-    "it supersedes gets valid_to = approval time: as of any moment in between, the slot has "
-    "two current values. FactChange cannot move valid_from; approve needs it (= now).",
-)
 def test_as_of_between_quarantine_and_approval_has_one_value(memory: MemoryManager) -> None:
     memory.add(NS, "I live in Berlin")
     held = memory.add(NS, "I live in Paris\u200b", attribute="home_city")

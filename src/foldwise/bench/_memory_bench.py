@@ -79,7 +79,7 @@ class MemoryBenchReport:
         right = s.right
         return [
             (
-                "1 recall: planted facts found by the query from a fresh thread (recall section or top 5)",
+                "1 recall: facts a fresh thread's query found (recall section or top 5)",
                 f"{r.found}/{r.planted} ({_pct(r.found, r.planted)})",
                 "≥ 98 %",
                 r.found >= 0.98 * r.planted,

@@ -390,7 +390,11 @@ class MemoryManager:
         now = utcnow()
         changes = [
             FactChange(
-                fact_id=held.id, status="active", reason="approved", expected_revision=held.revision
+                fact_id=held.id,
+                status="active",
+                valid_from=now,
+                reason="approved",
+                expected_revision=held.revision,
             ),
             *(
                 FactChange(
