@@ -67,6 +67,15 @@ async def test_enqueued_runs_wait_their_turn_in_order(tmp_path: Path) -> None:
         for run in (first, second, third):
             assert await _status(client, thread, run["run_id"]) == "success"
         assert (await client.threads.get(thread))["status"] == "idle"
+        # Inputs in the order they were accepted, each once; answers as they came.
+        assert await _transcript(client, thread) == [
+            "first",
+            "second",
+            "third",
+            "answer 1 to first",
+            "answer 2 to second",
+            "answer 3 to third",
+        ]
 
 
 async def test_wait_and_stream_with_enqueue(tmp_path: Path) -> None:
@@ -85,7 +94,9 @@ async def test_wait_and_stream_with_enqueue(tmp_path: Path) -> None:
         waited = asyncio.create_task(
             client.runs.wait(thread, "agent", input=user("waited"), multitask_strategy="enqueue")
         )
-        while len(await client.runs.list(thread)) < 2:  # queued first, so it runs first
+        for _ in range(400):  # queued first, so it runs first
+            if len(await client.runs.list(thread)) == 2:
+                break
             await asyncio.sleep(0.05)
         streamed = asyncio.create_task(stream())
         await asyncio.sleep(0.3)
@@ -150,7 +161,12 @@ async def test_cancel_a_queued_run(tmp_path: Path) -> None:
         state = await client.threads.get_state(thread)
         assert contents(state["values"]) == ["first", "answer 1 to first"]
         # The transcript is append-only: both accepted inputs stay in it.
-        assert await _transcript(client, thread) == ["first", "kept", "dropped", "answer 1 to first"]
+        assert await _transcript(client, thread) == [
+            "first",
+            "kept",
+            "dropped",
+            "answer 1 to first",
+        ]
 
 
 async def test_rollback_returns_the_thread_to_where_the_run_started(tmp_path: Path) -> None:
@@ -173,7 +189,12 @@ async def test_rollback_returns_the_thread_to_where_the_run_started(tmp_path: Pa
             thread, "agent", input=user("instead"), multitask_strategy="rollback"
         )
         gate.release()
-        assert contents(values) == ["before", "answer 1 to before", "instead", "answer 3 to instead"]
+        assert contents(values) == [
+            "before",
+            "answer 1 to before",
+            "instead",
+            "answer 3 to instead",
+        ]
         with pytest.raises(httpx.HTTPStatusError) as gone:
             await client.runs.get(thread, doomed["run_id"])
         assert gone.value.response.status_code == 404

@@ -146,8 +146,10 @@ class ActiveRun:
 
         With `rollback`, the thread is put back where the run started and the run deleted.
         """
+        if self.task is None or self.task.done():
+            return
         self.rollback = self.rollback or rollback
-        if self.task is not None and not self.task.done() and not self.stopping:
+        if not self.stopping:
             self.stopping = True
             self.task.cancel()
 

@@ -92,8 +92,7 @@ def create_app(
         stream_buffer_events: Frames an SSE client may fall behind by before its stream is
             ended with an `error` event (the run goes on).
         stream_buffer_bytes: Bytes of frames an SSE client may fall behind by, likewise.
-        queue_poll_seconds: How often the run queue is read for runs queued by other workers
-            (runs queued or ended in this worker wake it at once).
+        queue_poll_seconds: How often the run queue is read for runs other workers queued.
 
     Returns:
         The application; run it with uvicorn (`foldwise serve` does).
@@ -113,8 +112,7 @@ def create_app(
                 )
                 runs = RunManager(storage, leases, new_buffer=new_buffer)
                 queue = RunQueue(runs, agents.get, poll_seconds=queue_poll_seconds)
-                await queue.recover()  # runs a dead worker was executing end `error`
-                queue.start()  # queued runs (this worker's or a dead one's) start from here
+                await queue.open()  # dead workers' runs end `error`; queued ones get dispatched
                 app.state.gateway = Gateway(
                     config, storage, checkpointer, agents, leases, runs, queue
                 )

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import messages_from_dict, messages_to_dict
 
-from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
+from foldwise.errors import ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._errors import GatewayClosingError
@@ -92,6 +92,17 @@ def spec_from_request(
     )
 
 
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    """Wait until `event` is set or `seconds` pass.
+
+    Not `asyncio.wait_for`: on Python 3.11 it can swallow a cancellation that arrives as the
+    event is set, and the dispatcher would then never stop.
+    """
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+
+
 class RunQueue:
     """Accepts runs (at once or queued), dispatches queued ones, and settles dead workers' runs.
 
@@ -114,6 +125,7 @@ class RunQueue:
         self.poll_seconds = poll_seconds
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._started: dict[str, asyncio.Event] = {}
         self._subscribers: dict[str, list[tuple[EventBuffer, frozenset[str] | None]]] = {}
         self._chores: set[asyncio.Future[bool]] = set()
@@ -192,13 +204,19 @@ class RunQueue:
         """Look at the queue now (a run was queued, or ended here)."""
         self._wake.set()
 
+    async def open(self) -> None:
+        """At start-up: `recover`, then start the dispatcher task (the app's lifespan does)."""
+        await self.recover()
+        self.start()
+
     def start(self) -> None:
-        """Start the dispatcher task (the app's lifespan does)."""
+        """Start the dispatcher task."""
         if self._task is None:
             self._task = asyncio.create_task(self._loop(), name="foldwise-run-queue")
 
     async def stop(self) -> None:
         """Stop the dispatcher task (queued runs stay queued for the next worker)."""
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -206,14 +224,13 @@ class RunQueue:
             self._task = None
 
     async def _loop(self) -> None:
-        while True:
+        while not self._stopping:
             self._wake.clear()
             try:
                 await self.dispatch()
-            except StorageError:
-                logger.exception("the run queue could not be read; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+            except Exception:  # the dispatcher must outlive any one failure
+                logger.exception("the run queue could not be dispatched; retrying")
+            await _wait(self._wake, self.poll_seconds)
 
     async def dispatch(self) -> int:
         """One look at the queue: start the next run of every free thread; return how many."""
@@ -276,8 +293,7 @@ class RunQueue:
                 record = await self.storage.get_run(run_id)
                 if record is None or record.status != "pending":
                     return self.manager.active.get(run_id)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), self.poll_seconds)
+                await _wait(event, self.poll_seconds)
         finally:
             self._started.pop(run_id, None)
 
