@@ -14,18 +14,15 @@ import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
-import pytest
 import yaml
 from psycopg import sql
 
 from tests.support import OpenAIStub
-from tests.support.gateway import drop_schema, postgres_url
 from tests.test_serve_e2e import launch, write_config
 
 _FINAL = ("success", "error", "interrupted")
@@ -47,10 +44,10 @@ class _Model:
         return f"answer to {text}"
 
 
-def _expire_leases(storage_url: str, database: Path) -> None:
+def _expire_leases(storage_url: str) -> None:
     """The killed server's leases would lapse after their TTL; make them lapse now."""
-    if storage_url.startswith("sqlite"):
-        with sqlite3.connect(database) as conn:
+    if storage_url.startswith("sqlite:///"):
+        with sqlite3.connect(storage_url.removeprefix("sqlite:///")) as conn:
             conn.execute("UPDATE thread_locks SET expires_at = acquired_at")
         return
     dsn, schema = storage_url.split("?schema=")
@@ -84,26 +81,13 @@ def _until_final(url: str, thread: str, run_id: str) -> dict[str, Any]:
         time.sleep(0.1)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def crash_storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield "sqlite:///data/foldwise.db"
-        return
-    url, dsn, schema = postgres_url()
-    try:
-        yield url
-    finally:
-        drop_schema(dsn, schema)
-
-
-def test_sigkill_during_background_runs_loses_no_run(tmp_path: Path, crash_storage: str) -> None:
+def test_sigkill_during_background_runs_loses_no_run(tmp_path: Path, storage_url: str) -> None:
     model = _Model()
     with OpenAIStub(model) as stub:
         config_path = write_config(tmp_path, stub)
         data = yaml.safe_load(config_path.read_text())
-        data["storage"] = {"url": crash_storage}
+        data["storage"] = {"url": storage_url}
         config_path.write_text(yaml.safe_dump(data))
-        database = tmp_path / "data" / "foldwise.db"
         accepted: list[str] = []
         expected_state: list[str] = []
         thread = ""
@@ -125,7 +109,7 @@ def test_sigkill_during_background_runs_loses_no_run(tmp_path: Path, crash_stora
             finally:
                 process.send_signal(signal.SIGKILL)
                 process.wait()
-            _expire_leases(crash_storage, database)
+            _expire_leases(storage_url)
             model.released.set()  # the dead server's model call ends into the void
 
             process, url, log = launch(config_path, tmp_path)

@@ -53,7 +53,7 @@ __all__ = [
     "router",
     "run_json",
     "sse_events",
-    "start_run",
+    "started",
     "thread_run",
     "thread_values",
 ]
@@ -124,19 +124,10 @@ async def accept_run(
     return await gateway.queue.submit(spec, strategy=body.multitask_strategy, stream=stream)
 
 
-async def start_run(
-    gateway: Gateway,
-    thread_id: str,
-    identity: str,
-    body: RunCreate,
-    *,
-    stream: bool,
-    background: bool = False,
-) -> ActiveRun:
-    """`accept_run` for a run that cannot be queued (a stateless run's thread is new)."""
-    run = await accept_run(gateway, thread_id, identity, body, stream=stream, background=background)
+def started(run: ActiveRun | RunRecord) -> ActiveRun:
+    """`accept_run`'s result for a run that cannot be queued (a stateless run's new thread)."""
     if isinstance(run, RunRecord):  # pragma: no cover - a new thread is never busy
-        raise BusyError(thread_id, "a queued run", 1)
+        raise BusyError(run.thread_id, "a queued run", 1)
     return run
 
 

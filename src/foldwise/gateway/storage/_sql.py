@@ -42,7 +42,6 @@ from foldwise.gateway.storage._records import (
     ThreadSortKey,
     ThreadStatus,
 )
-from foldwise.gateway.storage._sql_events import SqlEventsMixin
 from foldwise.gateway.storage._sql_queue import SqlQueueMixin
 
 __all__ = ["GatewayStorage", "SqlGatewayStorage"]
@@ -74,7 +73,7 @@ def _check_owner(owner: str) -> str:
     return owner
 
 
-class SqlGatewayStorage(SqlEventsMixin, SqlQueueMixin):
+class SqlGatewayStorage(SqlQueueMixin):
     """Threads, runs, transcript events, compaction receipts and thread leases in SQL.
 
     Every method validates thread and run ids before any SQL (`InvalidThreadIdError`,

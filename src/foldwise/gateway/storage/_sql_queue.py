@@ -10,16 +10,14 @@ both databases), checking that it is the thread's oldest pending run, and moving
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from foldwise.gateway.storage._base import RUN_COLUMNS, check_run_args, encode_metadata, from_row
 from foldwise.gateway.storage._codec import check_page, loads_object, utcnow
 from foldwise.gateway.storage._errors import RunExistsError
 from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
 from foldwise.gateway.storage._records import RunRecord
-
-if TYPE_CHECKING:
-    from foldwise.gateway.storage._dialect import Dialect, Session
+from foldwise.gateway.storage._sql_events import SqlEventsMixin
 
 __all__ = ["SqlQueueMixin"]
 
@@ -27,15 +25,8 @@ _PENDING = "status = 'pending'"
 _OLDEST = "ORDER BY created_at, run_id"
 
 
-class SqlQueueMixin:
+class SqlQueueMixin(SqlEventsMixin):
     """Run-queue methods of `SqlGatewayStorage` (see there)."""
-
-    _dialect: Dialect
-
-    async def _require_thread(
-        self, s: Session, thread_id: str, lock: str = "{keyshare}"
-    ) -> None:  # pragma: no cover - defined by SqlGatewayStorage
-        raise NotImplementedError
 
     async def enqueue_run(
         self,
@@ -103,21 +94,27 @@ class SqlQueueMixin:
             )
         return None if row is None else loads_object(row[0])
 
-    async def start_pending_run(self, run_id: str) -> bool:
-        """Move a `pending` run to `running`; `False` if it is no longer pending (cancelled)."""
+    async def _leave_pending(
+        self, operation: str, run_id: str, status: str, error: str | None
+    ) -> bool:
+        """Move a run out of `pending` (and drop its request) if it still is; else `False`."""
         validate_run_id(run_id)
         d = self._dialect
-        async with d.write("start_pending_run", None) as s:
+        async with d.write(operation, None) as s:
             changed = await s.execute(
                 d.sql(
-                    "UPDATE {p}runs SET status = 'running', updated_at = ? "
+                    "UPDATE {p}runs SET status = ?, error = ?, updated_at = ? "
                     f"WHERE run_id = ? AND {_PENDING}"
                 ),
-                (d.to_time(utcnow()), run_id),
+                (status, error, d.to_time(utcnow()), run_id),
             )
             if changed:
                 await s.execute(d.sql("DELETE FROM {p}run_queue WHERE run_id = ?"), (run_id,))
         return changed > 0
+
+    async def start_pending_run(self, run_id: str) -> bool:
+        """Move a `pending` run to `running`; `False` if it is no longer pending (cancelled)."""
+        return await self._leave_pending("start_pending_run", run_id, "running", None)
 
     async def delete_run(self, run_id: str, *, thread_id: str, pending_only: bool = False) -> bool:
         """Delete a run of the thread (a rolled-back run disappears); `False` if missing.
@@ -135,14 +132,4 @@ class SqlQueueMixin:
 
     async def cancel_pending_run(self, run_id: str, error: str) -> bool:
         """Finish a run `interrupted` if it is still `pending`; `False` if it is not."""
-        validate_run_id(run_id)
-        d = self._dialect
-        async with d.write("cancel_pending_run", None) as s:
-            changed = await s.execute(
-                d.sql(
-                    "UPDATE {p}runs SET status = 'interrupted', error = ?, updated_at = ? "
-                    f"WHERE run_id = ? AND {_PENDING}"
-                ),
-                (error, d.to_time(utcnow()), run_id),
-            )
-        return changed > 0
+        return await self._leave_pending("cancel_pending_run", run_id, "interrupted", error)
