@@ -18,10 +18,17 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from foldwise.gateway._active import RunSpec
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._queue import run_request
+from foldwise.gateway._runs import queued_events, sse_events
 from foldwise.gateway.storage import open_storage
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import Gate, user
 from tests.test_gateway_background_runs import contents, gated, sdk_gateway
+
+
+@pytest.fixture(autouse=True)
+async def _asyncio_debug() -> None:
+    """Every test here runs with asyncio debug on (never-awaited coroutines, slow callbacks)."""
+    asyncio.get_running_loop().set_debug(True)
 
 
 async def _status(client: Any, thread: str, run_id: str) -> str:
@@ -274,3 +281,38 @@ async def test_queue_claims_on_both_databases(storage_url: str) -> None:
         assert await storage.thread_pending_runs("q") == []
         statuses = {r.run_id: r.status for r in await storage.list_runs("q")}
         assert statuses == {ids[0]: "running", ids[1]: "interrupted"}
+
+
+async def test_on_disconnect_cancel_or_continue(tmp_path: Path) -> None:
+    gate = Gate()
+    async with sdk_gateway(tmp_path, gated(gate)) as (client, app):
+        gateway = app.state.gateway
+        thread = (await client.threads.create())["thread_id"]
+        first = await client.runs.create(thread, "agent", input=user("first"))
+        await gate.wait_entered()
+        queued = [
+            await client.runs.create(thread, "agent", input=user(t), multitask_strategy="enqueue")
+            for t in ("dropped", "kept")
+        ]
+        # Two streaming clients of the queued runs go away while they wait.
+        for run, mode in zip(queued, ("cancel", "continue"), strict=True):
+            record = await gateway.storage.get_run(run["run_id"])
+            frames = queued_events(gateway, record, None, mode)
+            assert (await anext(frames)).startswith(b"event: metadata")
+            await frames.aclose()
+        # And a client of the running run that asked for `cancel` on disconnect.
+        active = gateway.runs.active[first["run_id"]]
+        buffer = gateway.runs.new_buffer(first["run_id"], thread)
+        active.attach(buffer)
+        live = sse_events(active, buffer, "cancel", metadata=False)
+        reading = asyncio.ensure_future(anext(live))
+        await asyncio.sleep(0.1)
+        reading.cancel()  # what the server does to a response whose client went away
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+        gate.release()
+        values = await client.runs.join(thread, queued[1]["run_id"])
+        assert await _status(client, thread, first["run_id"]) == "interrupted"
+        assert await _status(client, thread, queued[0]["run_id"]) == "interrupted"
+        assert contents(values)[-2:] == ["kept", "answer 2 to kept"]
+        assert "dropped" not in contents(values)
