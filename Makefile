@@ -11,6 +11,10 @@ STAMP := $(VENV)/.foldwise-installed
 # The JS SDK conformance test (tests/test_sdk_conformance.py) uses tests/js/node_modules.
 JS_DIR := tests/js
 JS_STAMP := $(JS_DIR)/node_modules/.foldwise-installed
+# The agent-chat-ui browser test (tests/test_agent_chat_ui.py) builds the UI from
+# tests/browser/node_modules; it runs in Chromium at /usr/bin/chromium (.ci/run installs it).
+BROWSER_DIR := tests/browser
+BROWSER_STAMP := $(BROWSER_DIR)/node_modules/.foldwise-installed
 
 .PHONY: demo test lint format typecheck pytest bench install install-js clean
 
@@ -21,16 +25,16 @@ $(STAMP): pyproject.toml uv.lock
 
 install: $(STAMP)
 
-# npm ci from the committed lock file (npm's cache makes repeats fast); without npm the JS
-# conformance test skips and says why.
-$(JS_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+# npm ci from the committed lock file (npm's cache makes repeats fast), for tests/js and
+# tests/browser; without npm the tests that need them skip and say why.
+tests/%/node_modules/.foldwise-installed: tests/%/package.json tests/%/package-lock.json
 	@if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then \
-		npm ci --prefix $(JS_DIR) --prefer-offline --no-audit --no-fund && touch $(JS_STAMP); \
+		npm ci --prefix tests/$* --prefer-offline --no-audit --no-fund && touch $@; \
 	else \
-		echo "node/npm not found: the JS SDK conformance test will be skipped"; \
+		echo "node/npm not found: the tests using tests/$* will be skipped"; \
 	fi
 
-install-js: $(JS_STAMP)
+install-js: $(JS_STAMP) $(BROWSER_STAMP)
 
 demo: $(STAMP)
 	$(UV) run --frozen foldwise demo
@@ -43,7 +47,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(UV) run --frozen mypy
 
-pytest: $(STAMP) $(JS_STAMP)
+pytest: $(STAMP) $(JS_STAMP) $(BROWSER_STAMP)
 	$(UV) run --frozen pytest -q
 
 test: lint typecheck pytest

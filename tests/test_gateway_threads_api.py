@@ -299,3 +299,24 @@ async def test_update_state_checks_messages_like_run_input(tmp_path: Path) -> No
             assert body["detail"].startswith(field), body
         after = await client.threads.get_state(thread)
         assert after["values"]["messages"] == state["values"]["messages"]
+
+
+async def test_search_answers_each_threads_values(tmp_path: Path, storage: dict[str, Any]) -> None:
+    """Like LangGraph Server: agent-chat-ui's history labels threads with `values.messages[0]`."""
+    async with sdk(tmp_path, ScriptedChatModel(default="hello back"), storage) as c:
+        ran = (await c.threads.create(metadata={"graph_id": "agent"}))["thread_id"]
+        await c.runs.wait(ran, "agent", input=user("first words"))
+        empty = (await c.threads.create(metadata={"graph_id": "agent"}))["thread_id"]
+        state = await c.threads.get_state(ran)
+        for search in (
+            {"metadata": {"graph_id": "agent"}, "limit": 100},
+            {"status": "idle"},
+            {"ids": [ran, empty]},
+        ):
+            listed = {t["thread_id"]: t for t in await c.threads.search(**search)}
+            assert listed[ran]["values"] == state["values"], search
+            assert [m["content"] for m in listed[ran]["values"]["messages"]] == [
+                "first words",
+                "hello back",
+            ]
+            assert listed[empty]["values"] is None, search

@@ -206,3 +206,14 @@ def test_start_and_stop_leave_no_threads_or_sockets() -> None:
         _ = stub.url
     with pytest.raises(httpx.ConnectError):
         httpx.get(url + "/v1/models")
+
+
+def test_a_stream_the_client_abandons_is_counted(stub: OpenAIStub) -> None:
+    stub.push({"content": "x" * 400, "chunk_delay": 0.05})
+    body = {"model": "stub", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.stream("POST", stub.url + "/v1/chat/completions", json=body) as response:
+        assert next(response.iter_lines()).startswith("data: ")
+    deadline = time.monotonic() + 10
+    while stub.abandoned == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stub.abandoned == 1

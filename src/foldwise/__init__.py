@@ -41,6 +41,7 @@ from foldwise.errors import (
 )
 from foldwise.middleware import (
     DurableContextMiddleware,
+    MemoryMiddleware,
     SummarizationMiddleware,
     ToolOutputOffloadMiddleware,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "FoldwiseError",
     "FoldwiseRuntimeError",
     "FoldwiseState",
+    "MemoryMiddleware",
     "MessageFormatError",
     "ModelConstructionError",
     "StorageError",

@@ -16,7 +16,9 @@ from langgraph.store.base import BaseStore
 from foldwise.config import FoldwiseConfig
 from foldwise.durable import DurableChannel
 from foldwise.errors import ConfigError
+from foldwise.memory import MemoryManager
 from foldwise.middleware.durable_context import DurableContextMiddleware
+from foldwise.middleware.memory import MemoryMiddleware
 from foldwise.middleware.summarization import SummarizationMiddleware
 from foldwise.middleware.tool_output_offload import ToolOutputOffloadMiddleware
 from foldwise.models import ModelRegistry, import_object
@@ -49,8 +51,12 @@ def build_middlewares(
     static_tokens: int = 0,
     durable_channels: Sequence[DurableChannel] = (),
     store: BaseStore | ArtifactStore | None = None,
+    memory: MemoryManager | None = None,
 ) -> list[AgentMiddleware[Any, Any, Any]]:
     """The foldwise middleware list in its required order.
+
+    Durable capture → summarization → offload (tool wrapper) → memory (when
+    ``memory.enabled``; over `memory`, else a manager from the `memory:` block).
 
     Durable capture runs before summarization, so nothing is compacted before it is recorded;
     the tool-output offload wrapper comes after. Artifacts go to `store` (a LangGraph store,
@@ -71,9 +77,12 @@ def build_middlewares(
         offload=offload,
         durable=durable,
     )
-    if offload is None:
-        return [durable, summarization]
-    return [durable, summarization, offload]
+    stack: list[AgentMiddleware[Any, Any, Any]] = [durable, summarization]
+    if offload is not None:
+        stack.append(offload)
+    if config.memory.enabled or memory is not None:
+        stack.append(MemoryMiddleware.from_config(config, manager=memory))
+    return stack
 
 
 def create_agent(
@@ -87,6 +96,7 @@ def create_agent(
     name: str | None = None,
     middleware: Sequence[AgentMiddleware[Any, Any, Any]] = (),
     durable_channels: Sequence[DurableChannel] = (),
+    memory: MemoryManager | None = None,
 ) -> Any:
     """Build a LangGraph agent with foldwise's state schema and middleware.
 
@@ -100,6 +110,7 @@ def create_agent(
         name: The graph's name.
         middleware: Extra middleware, placed after foldwise's.
         durable_channels: Application channels rendered in the durable data block.
+        memory: Long-term memory to use (default: from the `memory:` block when enabled).
 
     Returns:
         A compiled LangGraph graph (`langchain.agents.create_agent` under the hood).
@@ -131,6 +142,7 @@ def create_agent(
         static_tokens=static,
         durable_channels=durable_channels,
         store=store,
+        memory=memory,
     )
     summarization = next((m for m in middlewares if isinstance(m, SummarizationMiddleware)), None)
     agent = _lc_create_agent(

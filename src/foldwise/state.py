@@ -22,6 +22,8 @@ class FoldwiseState(AgentState[Any]):
     - `delegations`: the ledger of sub-agent tasks (newest 50; terminal states never regress).
     - `skill_context`: references to loaded `SKILL.md` files (newest 8, deduplicated by path).
     - `offloads`: references to artifacts stored outside the context (newest 50).
+    - `memory_context`: what long-term memory shows this thread (profile and recall), written
+      by `MemoryMiddleware` when it changes.
     """
 
     summary_text: NotRequired[str | None]
@@ -29,3 +31,4 @@ class FoldwiseState(AgentState[Any]):
     delegations: NotRequired[Annotated[list[dict[str, Any]], merge_delegations]]
     skill_context: NotRequired[Annotated[list[dict[str, Any]], merge_skill_context]]
     offloads: NotRequired[Annotated[list[dict[str, Any]], merge_offloads]]
+    memory_context: NotRequired[dict[str, Any]]

@@ -137,13 +137,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         stub = self.server.stub
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        for chunk in stub._chunks(payload, include_usage):
-            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        try:
+            for chunk in stub._chunks(payload, include_usage):
+                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.flush()
+                if payload["chunk_delay"] and stub._stopping.wait(payload["chunk_delay"]):
+                    return
+            self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
-            if payload["chunk_delay"] and stub._stopping.wait(payload["chunk_delay"]):
-                return
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            with stub._lock:
+                stub.abandoned += 1  # the client hung up mid-stream (e.g. a cancelled run)
 
 
 def _error(
@@ -171,6 +175,7 @@ class OpenAIStub:
 
     Attributes:
         requests: Every parsed request body, in arrival order (also rejected ones).
+        abandoned: Streamed responses whose client hung up before the end.
     """
 
     def __init__(
@@ -191,6 +196,7 @@ class OpenAIStub:
         self.default = default
         self.chunk_size = max(1, chunk_size)
         self.requests: list[dict[str, Any]] = []
+        self.abandoned = 0
         self._responder: Responder | None = responses if callable(responses) else None
         self._script: list[ScriptedResponse] = [] if callable(responses) else list(responses or [])
         self._lock = threading.Lock()

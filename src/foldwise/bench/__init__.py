@@ -2,9 +2,11 @@
 
 `run_token_benchmark` measures token-count accuracy and counting cost; `run_bench_suite`
 replays the scenarios through foldwise and its peers; `run_offload_ab` and
-`run_offload_benchmark` measure the offload tier alone.
+`run_offload_benchmark` measure the offload tier alone; `run_memory_benchmark` measures
+long-term memory end to end.
 """
 
+from foldwise.bench._memory_bench import MemoryBenchReport, run_memory_benchmark
 from foldwise.bench._offload_ab import OffloadABResult, run_offload_ab
 from foldwise.bench._offload_session import run_offload_benchmark
 from foldwise.bench._suite import BenchSuiteResult, run_bench_suite
@@ -13,10 +15,12 @@ from foldwise.bench._tokens import AccuracyRow, SpeedRow, TokenBenchResult, run_
 __all__ = [
     "AccuracyRow",
     "BenchSuiteResult",
+    "MemoryBenchReport",
     "OffloadABResult",
     "SpeedRow",
     "TokenBenchResult",
     "run_bench_suite",
+    "run_memory_benchmark",
     "run_offload_ab",
     "run_offload_benchmark",
     "run_token_benchmark",

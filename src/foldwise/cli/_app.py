@@ -13,6 +13,7 @@ import typer
 from foldwise.cli._bench import bench_app
 from foldwise.cli._config import config_app
 from foldwise.cli._levels import LogLevel
+from foldwise.cli._memory import memory_app
 from foldwise.cli._offload import offload_app
 from foldwise.cli._output import configure_logging
 from foldwise.cli._replay import demo, replay
@@ -31,6 +32,7 @@ app = typer.Typer(
 app.add_typer(config_app, name="config")
 app.add_typer(bench_app, name="bench")
 app.add_typer(offload_app, name="offload")
+app.add_typer(memory_app, name="memory")
 app.command("serve")(serve)
 app.command("replay")(replay)
 app.command("demo")(demo)

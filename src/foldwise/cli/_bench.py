@@ -132,6 +132,26 @@ def offload(
     _print_report(report, as_json=as_json, out=None)
 
 
+@bench_app.command("memory")
+def memory(
+    quick: Annotated[bool, _quick("Fewer threads, a 2,000-fact latency corpus (seconds).")] = False,
+    as_json: _JsonOption = False,
+    out: _OutOption = None,
+) -> None:
+    """Long-term memory end to end; exits 1 when a target is missed.
+
+    Recall and isolation, supersession, quarantine, scope, CJK search (against plain FTS5
+    tables on the same queries) and the cost per run.
+    """
+    from foldwise.bench import run_memory_benchmark
+
+    with fail_on_errors():
+        report = run_memory_benchmark(quick=quick)
+    _print_report(report, as_json=as_json, out=out)
+    if not report.passed:
+        raise typer.Exit(1)
+
+
 @bench_app.callback(invoke_without_command=True)
 def _all(ctx: typer.Context) -> None:
     """Run foldwise's benchmarks; without a command, the whole suite (full size, Markdown)."""

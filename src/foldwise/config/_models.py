@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -18,6 +18,8 @@ from pydantic import (
 )
 
 from foldwise.config._checks import check_budget, check_keep_below_trigger, check_offload
+from foldwise.config._memory import MemoryConfig
+from foldwise.config._strict import _Strict, reject_bool_and_non_finite
 
 __all__ = [
     "BUILTIN_EXTRACTIVE",
@@ -47,34 +49,6 @@ LEGACY_SUMMARIZATION_KEYS = (
     "preserve_recent_skill_tokens",
     "preserve_recent_skill_tokens_per_skill",
 )
-
-
-def _numeric(annotation: Any) -> bool:
-    """Whether a field's type admits int or float (and not bool)."""
-    args = get_args(annotation)
-    if args:
-        return any(_numeric(a) for a in args if a is not type(None))
-    return annotation in (int, float)
-
-
-def _reject_bool_and_non_finite(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
-    """Numbers in config must be real numbers: no YAML booleans, no inf or nan."""
-    field = cls.model_fields.get(info.field_name or "")
-    if field is None or not _numeric(field.annotation):
-        return value
-    if isinstance(value, bool):
-        raise ValueError(f"must be a number, got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("must be finite")
-    if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("inf", "infinity", "nan"):
-        raise ValueError("must be finite")
-    return value
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
-
-    _numbers = field_validator("*", mode="before")(classmethod(_reject_bool_and_non_finite))
 
 
 class ContextSize(_Strict):
@@ -132,7 +106,7 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     _numbers = field_validator("context_window", mode="before")(
-        classmethod(_reject_bool_and_non_finite)
+        classmethod(reject_bool_and_non_finite)
     )
 
     name: str = Field(min_length=1, max_length=128)
@@ -381,13 +355,6 @@ class GatewayConfig(_Strict):
     """API keys or an authenticator; without them, one local identity (bind loopback only)."""
 
 
-class MemoryConfig(_Strict):
-    """Long-term memory across threads (round 2; accepted and validated, not yet active)."""
-
-    enabled: bool = False
-    """Reserved: long-term memory is not implemented yet."""
-
-
 class FoldwiseConfig(_Strict):
     """The whole `foldwise.yaml`."""
 
@@ -406,7 +373,7 @@ class FoldwiseConfig(_Strict):
     gateway: GatewayConfig = GatewayConfig()
     """Gateway settings."""
     memory: MemoryConfig = MemoryConfig()
-    """Long-term memory (round 2)."""
+    """Long-term memory across threads."""
 
     @model_validator(mode="before")
     @classmethod

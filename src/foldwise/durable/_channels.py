@@ -22,17 +22,21 @@ from foldwise.messages import OFFLOAD_FLAG
 
 __all__ = [
     "BUILTIN_CHANNELS",
+    "MEMORY_RENDER_BUDGET",
     "OFFLOAD_RENDER_BUDGET",
     "DurableChannel",
     "delegations_gone",
     "escape_value",
     "offloads_gone",
+    "render_memory_context",
     "render_offloads",
     "render_sections",
     "skills_gone",
 ]
 
 OFFLOAD_RENDER_BUDGET = 3000
+MEMORY_RENDER_BUDGET = 200_000
+"""Memory bounds its own section in tokens (`memory.injection.max_tokens`); this is a backstop."""
 
 Capture = Callable[[Sequence[BaseMessage], Mapping[str, Any]], Any]
 """`capture(messages, state)` returns the channel update to write, or `None` for no change."""
@@ -107,6 +111,11 @@ def render_offloads(entries: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def render_memory_context(value: Mapping[str, Any] | None) -> str:
+    """The long-term memory section (profile and recall), rendered by `MemoryMiddleware`."""
+    return str((value or {}).get("text") or "")
+
+
 def _call_ids(messages: Sequence[BaseMessage]) -> set[str]:
     return {
         str(call.get("id")) for m in messages if isinstance(m, AIMessage) for call in m.tool_calls
@@ -157,6 +166,9 @@ BUILTIN_CHANNELS: tuple[DurableChannel, ...] = (
     DurableChannel(
         "offloads", render_offloads, OFFLOAD_RENDER_BUDGET, gone_from_context=offloads_gone
     ),
+    # Last, so a change in the request-dependent recall leaves the sections above it (and the
+    # memory profile, which precedes recall) in the cacheable prefix.
+    DurableChannel("memory_context", render_memory_context, MEMORY_RENDER_BUDGET, default=dict),
 )
 
 

@@ -46,6 +46,8 @@ class RunSpec:
         stream_subgraphs: Stream the events of subgraphs too.
         resumable: Number the events and keep the last `REPLAY_EVENTS` of them, so a client
             can rejoin with `Last-Event-ID` while the run is live (`stream_resumable`).
+        user_id: The caller's authenticated identity (`None` without auth): the run's
+            ``configurable.user_id``, whose long-term memory the run reads and writes.
     """
 
     thread_id: str
@@ -61,6 +63,7 @@ class RunSpec:
     checkpoint_id: str | None = None
     stream_subgraphs: bool = False
     resumable: bool = False
+    user_id: str | None = None
 
 
 @dataclass(eq=False)

@@ -184,6 +184,8 @@ class RunManager:
             # The lease rides along so the checkpointer commits only while this run holds it.
             "configurable": {
                 "thread_id": spec.thread_id,
+                # Memory's namespace: the authenticated caller, never a client-sent value.
+                **({"user_id": spec.user_id} if spec.user_id else {}),
                 **self.leases.fence(spec.thread_id, run_id),
             },
             "run_id": uuid.UUID(run_id),

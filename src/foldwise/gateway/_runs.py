@@ -120,6 +120,7 @@ async def accept_run(
         durability=body.durability,
         recursion_limit=body.recursion_limit(),
         metadata=body.metadata,
+        user_id=identity or None,
     )
     return await gateway.queue.submit(spec, strategy=body.multitask_strategy, stream=stream)
 

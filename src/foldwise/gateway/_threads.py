@@ -34,7 +34,7 @@ from foldwise.gateway._schemas import (
     ThreadSearch,
     refuse_if_set,
 )
-from foldwise.gateway._serde import JSONResponse
+from foldwise.gateway._serde import JSONResponse, jsonable
 from foldwise.gateway._thread_copy import copy_checkpoints, copy_records
 from foldwise.gateway._thread_state import (
     listed_view,
@@ -69,20 +69,34 @@ async def _listed(gateway: Gateway, record: ThreadRecord, *, trust_status: bool)
     return listed_view(record, busy=busy, interrupts=interrupts)
 
 
+async def _with_values(
+    gateway: Gateway, record: ThreadRecord, view: dict[str, Any]
+) -> dict[str, Any]:
+    """A listed thread with its current state values, as LangGraph Server's search answers.
+
+    Clients label threads with them (agent-chat-ui's history shows each thread's first message).
+    """
+    snapshot = await gateway.agent_for(record).graph.aget_state(
+        {"configurable": {"thread_id": record.thread_id}}
+    )
+    values = snapshot.values if snapshot is not None and snapshot.values else None
+    return {**view, "values": jsonable(values) if values is not None else None}
+
+
 async def _scan_idle(
     gateway: Gateway,
     body: ThreadSearch | ThreadCount,
     status: str,
     stop: int | None,
     owner: str,
-) -> list[dict[str, Any]]:
+) -> list[tuple[ThreadRecord, dict[str, Any]]]:
     """Threads stored as idle whose head says `status` (`idle` or `interrupted`), up to `stop`.
 
     Whether an idle thread is interrupted is in its checkpoint, not in the thread table, so
     these two filters read one checkpoint per candidate.
     """
     sort_by = (body.sort_by if isinstance(body, ThreadSearch) else None) or "created_at"
-    found: list[dict[str, Any]] = []
+    found: list[tuple[ThreadRecord, dict[str, Any]]] = []
     offset = 0
     while stop is None or len(found) < stop:
         page = await gateway.storage.search_threads(
@@ -96,7 +110,7 @@ async def _scan_idle(
         for record in page:
             view = await _listed(gateway, record, trust_status=True)
             if view["status"] == status:
-                found.append(view)
+                found.append((record, view))
         offset += len(page)
         if len(page) < MAX_PAGE:
             break
@@ -230,22 +244,31 @@ async def delete_thread(
 async def search_threads(
     gateway: GatewayDep, identity: IdentityDep, body: ThreadSearch
 ) -> Response:
-    """The caller's threads whose metadata contains `metadata`, newest first (no `values`)."""
+    """The caller's threads whose metadata contains `metadata`, newest first, with `values`."""
     refuse_if_set(body, "values", why="filtering on state values is not supported")
     check_values(body.metadata, "metadata")
     if body.ids is not None:
         ids = [_checked_id(value, f"ids[{i}]") for i, value in enumerate(body.ids)]
         found = await asyncio.gather(*(gateway.storage.get_thread(i, owner=identity) for i in ids))
         views = [
-            await _listed(gateway, r, trust_status=True)
+            (r, await _listed(gateway, r, trust_status=True))
             for r in found
             if r is not None and _contains(r.metadata, body.metadata or {})
         ]
-        out = [v for v in views if body.status in (None, v["status"])]
-        return JSONResponse(out[body.offset : body.offset + body.limit])
-    if body.status in ("idle", "interrupted"):
-        views = await _scan_idle(gateway, body, body.status, body.offset + body.limit, identity)
-        return JSONResponse(views[body.offset :])
+        out = [(r, v) for r, v in views if body.status in (None, v["status"])]
+        pairs = out[body.offset : body.offset + body.limit]
+    elif body.status in ("idle", "interrupted"):
+        scanned = await _scan_idle(gateway, body, body.status, body.offset + body.limit, identity)
+        pairs = scanned[body.offset :]
+    else:
+        pairs = await _search_stored(gateway, identity, body)
+    return JSONResponse([await _with_values(gateway, r, v) for r, v in pairs])
+
+
+async def _search_stored(
+    gateway: Gateway, identity: str, body: ThreadSearch
+) -> list[tuple[ThreadRecord, dict[str, Any]]]:
+    """`search` without an idle/interrupted filter: one page of the thread table."""
     records = await gateway.storage.search_threads(
         metadata=body.metadata,
         status=_stored(body.status),
@@ -255,7 +278,7 @@ async def search_threads(
         owner=identity,
     )
     # The stored status says busy while a run holds the thread; the lease says it for sure.
-    return JSONResponse([await _listed(gateway, r, trust_status=True) for r in records])
+    return [(r, await _listed(gateway, r, trust_status=True)) for r in records]
 
 
 def _stored(status: str | None) -> Literal["busy", "error"] | None:

@@ -6,6 +6,7 @@ See docs/memory.md. The pieces: `Fact` and its slots (`_facts`), the two seams
 
 from __future__ import annotations
 
+from foldwise.memory._backends import open_backend  # backends (memstore)
 from foldwise.memory._contracts import (
     Extractor,
     FactChange,
@@ -21,6 +22,13 @@ from foldwise.memory._facts import (
     Namespace,
     namespace_for,
 )
+from foldwise.memory._manager import MemoryManager
+
+# --- storage backends (memstore branch) ---
+from foldwise.memory._sql_backend import SqlMemoryBackend
+from foldwise.memory._store_backend import StoreMemoryBackend
+
+# --- end storage backends ---
 
 __all__ = [
     "Candidate",
@@ -31,7 +39,11 @@ __all__ = [
     "MemoryBackend",
     "MemoryCapabilities",
     "MemoryDecision",
+    "MemoryManager",
     "Namespace",
     "ScoredFact",
+    "SqlMemoryBackend",
+    "StoreMemoryBackend",
     "namespace_for",
+    "open_backend",
 ]

@@ -1,0 +1,108 @@
+"""What the model sees of memory: a stable profile and a recall section, within a token budget.
+
+Both are plain text for the durable data block's ``memory_context`` channel (escaped and
+indented there, behind the authority contract; never a system message). The profile is the
+namespace's most important active facts in a fixed order, so it changes only when memory does
+and the request prefix stays cacheable; recall follows it and holds the facts the current
+request's search found that the profile does not already show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from foldwise._steps import Steps
+from foldwise.memory._facts import Fact, Namespace
+from foldwise.memory._manager import MemoryManager
+
+__all__ = [
+    "PROFILE_HEADING",
+    "RECALL_HEADING",
+    "choose_profile",
+    "memory_context_steps",
+    "render_memory",
+]
+
+PROFILE_HEADING = "## Remembered about the user (long-term memory from earlier threads)"
+RECALL_HEADING = "## Recalled for this request"
+
+
+def _line(fact: Fact) -> str:
+    return f"- {' '.join(fact.text.split())} [{fact.category}, since {fact.valid_from:%Y-%m-%d}]"
+
+
+def _within(facts: Sequence[Fact], budget: int, count: Callable[[str], int]) -> list[Fact]:
+    chosen: list[Fact] = []
+    used = 0
+    for fact in facts:
+        cost = count(_line(fact)) + 1
+        if used + cost > budget:
+            continue
+        chosen.append(fact)
+        used += cost
+    return chosen
+
+
+def choose_profile(active: Sequence[Fact], budget: int, count: Callable[[str], int]) -> list[Fact]:
+    """The most important, most confident, oldest active facts that fit `budget` tokens.
+
+    They come back in a stable order (by category, then when recorded).
+    """
+    ranked = sorted(active, key=lambda f: (-f.importance, -f.confidence, f.recorded_at, f.id))
+    chosen = _within([f for f in ranked if f.status == "active"], budget, count)
+    return sorted(chosen, key=lambda f: (f.category, f.recorded_at, f.id))
+
+
+def render_memory(
+    profile: Sequence[Fact],
+    recall: Sequence[Fact],
+    *,
+    max_tokens: int,
+    count: Callable[[str], int],
+) -> dict[str, Any]:
+    """The ``memory_context`` channel value: its text and the ids it shows.
+
+    `profile` is shown as given (already within its share); `recall` gets what is left of
+    `max_tokens`, skipping facts the profile shows.
+    """
+    shown = {f.id for f in profile}
+    lines: list[str] = []
+    if profile:
+        lines += [PROFILE_HEADING, *(_line(f) for f in profile)]
+    left = max_tokens - (count("\n".join(lines)) if lines else 0) - count(RECALL_HEADING)
+    extra = _within([f for f in recall if f.id not in shown], left, count)
+    if extra:
+        lines += [RECALL_HEADING, *(_line(f) for f in extra)]
+    return {
+        "text": "\n".join(lines),
+        "profile_ids": [f.id for f in profile],
+        "recall_ids": [f.id for f in extra],
+    }
+
+
+def memory_context_steps(
+    manager: MemoryManager,
+    namespaces: Sequence[Namespace],
+    query: str,
+    *,
+    max_tokens: int,
+    recall_k: int,
+    profile_share: float,
+    count: Callable[[str], int],
+) -> Steps[dict[str, Any]]:
+    """Read the namespaces' facts and render the ``memory_context`` value for `query`.
+
+    The profile comes from every namespace's active facts (the agent's own, then the ones the
+    user shares with all agents); recall from a search of each, in that order, for `query`
+    (the run's latest user message; empty: no recall).
+    """
+    active: list[Fact] = []
+    recall: list[Fact] = []
+    for namespace in namespaces:
+        active += yield from manager.list_steps(namespace, status="active")
+    profile = choose_profile(active, int(max_tokens * profile_share), count)
+    if query and recall_k:
+        for namespace in namespaces:
+            recall += yield from manager.search_steps(namespace, query, k=recall_k)
+    return render_memory(profile, recall[:recall_k], max_tokens=max_tokens, count=count)
