@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,9 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from foldwise.gateway._active import RunSpec
 from foldwise.gateway._agents import HostedAgent
-from foldwise.gateway._queue import run_request
+from foldwise.gateway._queue import run_request, spec_from_request
 from foldwise.gateway._runs import queued_events, sse_events
-from foldwise.gateway.storage import open_storage
+from foldwise.gateway.storage import RunRecord, open_storage
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import Gate, user
 from tests.test_gateway_background_runs import contents, gated, sdk_gateway
@@ -29,6 +30,9 @@ from tests.test_gateway_background_runs import contents, gated, sdk_gateway
 async def _asyncio_debug() -> None:
     """Every test here runs with asyncio debug on (never-awaited coroutines, slow callbacks)."""
     asyncio.get_running_loop().set_debug(True)
+
+
+NOW = datetime.now(UTC)
 
 
 async def _status(client: Any, thread: str, run_id: str) -> str:
@@ -257,6 +261,29 @@ def _request(text: str) -> dict[str, Any]:
     message = HumanMessage(text, id=str(uuid.uuid4()))
     spec = RunSpec("t", "agent", None, HostedAgent(graph=None), [message])
     return run_request(spec)
+
+
+def test_a_queued_request_keeps_everything_the_run_needs() -> None:
+    message = HumanMessage("hi", id="m1")
+    spec = RunSpec(
+        "t",
+        "agent",
+        "other-model",
+        HostedAgent(graph=None),
+        [message],
+        stream_modes=["values", "updates"],
+        durability="sync",
+        recursion_limit=7,
+        metadata={"k": 1},
+        command={"resume": {"ok": True}, "goto": "model"},
+        checkpoint_id="c1",
+        stream_subgraphs=True,
+        resumable=True,
+        user_id="alice",
+    )
+    record = RunRecord("r", "t", "agent", "run", "pending", None, {"k": 1}, NOW, NOW)
+    rebuilt = spec_from_request(record, run_request(spec), lambda a, m: spec.hosted)
+    assert rebuilt == spec
 
 
 async def test_queue_claims_on_both_databases(storage_url: str) -> None:

@@ -67,6 +67,7 @@ def run_request(spec: RunSpec) -> dict[str, Any]:
         "checkpoint_id": spec.checkpoint_id,
         "stream_subgraphs": spec.stream_subgraphs,
         "resumable": spec.resumable,
+        "user_id": spec.user_id,  # the authenticated caller (memory's namespace), kept as is
     }
 
 
@@ -89,6 +90,7 @@ def spec_from_request(
         checkpoint_id=request.get("checkpoint_id"),
         stream_subgraphs=bool(request.get("stream_subgraphs")),
         resumable=bool(request.get("resumable")),
+        user_id=request.get("user_id"),
     )
 
 
