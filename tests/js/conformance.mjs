@@ -74,6 +74,17 @@ function needed(id, call) {
   return id;
 }
 
+/** Throws unless the run reads 404 (a rolled-back run is deleted). */
+async function gone(client, threadId, runId) {
+  try {
+    await client.runs.get(threadId, runId);
+  } catch (error) {
+    if (error?.status === 404) return;
+    throw error;
+  }
+  throw new Error("the rolled-back run is still readable");
+}
+
 async function wait(ms) {
   await new Promise((resolve) => setTimeout(resolve, ms));
 }
@@ -218,6 +229,48 @@ function calls(client, ctx) {
         await wait(200);
         await client.runs.cancel(ctx.threadId, run.run_id, true, "interrupt");
         return client.runs.get(ctx.threadId, run.run_id);
+      },
+    ],
+    [
+      "runs.create[enqueue]",
+      async () => {
+        await client.runs.create(ctx.threadId, ASSISTANT, { input: input("busy enqueue") });
+        const run = await client.runs.create(ctx.threadId, ASSISTANT, {
+          input: input("queued"),
+          multitaskStrategy: "enqueue",
+        });
+        ctx.queuedId = run.run_id;
+        return run;
+      },
+    ],
+    [
+      "runs.join[enqueued]",
+      () => client.runs.join(ctx.threadId, needed(ctx.queuedId, "runs.create[enqueue]")),
+    ],
+    [
+      "runs.create[rollback]",
+      async () => {
+        const busy = await client.runs.create(ctx.threadId, ASSISTANT, {
+          input: input("busy rollback"),
+        });
+        await wait(200);
+        const run = await client.runs.create(ctx.threadId, ASSISTANT, {
+          input: input("instead"),
+          multitaskStrategy: "rollback",
+        });
+        await client.runs.join(ctx.threadId, run.run_id);
+        await gone(client, ctx.threadId, busy.run_id);
+        return run;
+      },
+    ],
+    [
+      "runs.cancel[rollback]",
+      async () => {
+        const run = await client.runs.create(ctx.threadId, ASSISTANT, { input: input("busy undo") });
+        await wait(200);
+        await client.runs.cancel(ctx.threadId, run.run_id, true, "rollback");
+        await gone(client, ctx.threadId, run.run_id);
+        return null;
       },
     ],
     ["runs.wait[stateless]", () => client.runs.wait(null, ASSISTANT, { input: input("once") })],

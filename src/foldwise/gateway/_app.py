@@ -36,6 +36,7 @@ from foldwise.gateway._http import (
 from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
 from foldwise.gateway._limits import BodyLimitMiddleware
 from foldwise.gateway._manager import RunManager
+from foldwise.gateway._queue import DEFAULT_QUEUE_POLL, RunQueue
 from foldwise.gateway._runs import router as runs_routes
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway._stateless import router as stateless_routes
@@ -77,6 +78,7 @@ def create_app(
     shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE,
     stream_buffer_events: int = DEFAULT_STREAM_BUFFER_EVENTS,
     stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES,
+    queue_poll_seconds: float = DEFAULT_QUEUE_POLL,
 ) -> FastAPI:
     """Build the gateway's FastAPI application.
 
@@ -90,6 +92,7 @@ def create_app(
         stream_buffer_events: Frames an SSE client may fall behind by before its stream is
             ended with an `error` event (the run goes on).
         stream_buffer_bytes: Bytes of frames an SSE client may fall behind by, likewise.
+        queue_poll_seconds: How often the run queue is read for runs other workers queued.
 
     Returns:
         The application; run it with uvicorn (`foldwise serve` does).
@@ -108,8 +111,11 @@ def create_app(
                     EventBuffer, max_events=stream_buffer_events, max_bytes=stream_buffer_bytes
                 )
                 runs = RunManager(storage, leases, new_buffer=new_buffer)
-                await runs.recover()  # runs a dead worker left `running` end `interrupted`
-                app.state.gateway = Gateway(config, storage, checkpointer, agents, leases, runs)
+                queue = RunQueue(runs, agents.get, poll_seconds=queue_poll_seconds)
+                await queue.open()  # dead workers' runs end `error`; queued ones get dispatched
+                app.state.gateway = Gateway(
+                    config, storage, checkpointer, agents, leases, runs, queue
+                )
                 logger.info(
                     "foldwise gateway ready (storage: %s, assistants: %s)",
                     storage.backend,
@@ -118,6 +124,7 @@ def create_app(
                 try:
                     yield
                 finally:
+                    await queue.stop()
                     await runs.shutdown(shutdown_grace_seconds)
                     logger.info("foldwise gateway stopped")
         finally:

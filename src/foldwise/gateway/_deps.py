@@ -14,6 +14,7 @@ from foldwise.gateway._agents import AgentRegistry, HostedAgent
 from foldwise.gateway._auth import request_identity
 from foldwise.gateway._leases import ThreadLeases
 from foldwise.gateway._manager import RunManager
+from foldwise.gateway._queue import RunQueue
 from foldwise.gateway._serde import jsonable
 from foldwise.gateway.storage import GatewayStorage, ThreadRecord, validate_thread_id
 
@@ -38,6 +39,7 @@ class Gateway:
     agents: AgentRegistry
     leases: ThreadLeases
     runs: RunManager
+    queue: RunQueue
 
     def agent_for(
         self,
