@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import BaseMessage
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._thread_id import current_config
 from foldwise.config import FoldwiseConfig
 from foldwise.errors import FoldwiseError
 from foldwise.memory import MemoryManager, namespace_for
@@ -55,13 +55,6 @@ def run_slice(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     while start > 0 and is_real_user_message(messages[start - 1]):
         start -= 1
     return list(messages[start:])
-
-
-def _current_config() -> Any:
-    try:
-        return get_config()
-    except RuntimeError:  # called outside a LangGraph run
-        return None
 
 
 class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
@@ -122,7 +115,7 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
     # -- injection ------------------------------------------------------------------------------
 
     def _context_steps(self, state: Any) -> Steps[dict[str, Any] | None]:
-        user = resolve_user_id(_current_config())
+        user = resolve_user_id(current_config())
         namespaces = [namespace_for(user, self.agent), namespace_for(user, None)]
         messages = list(state.get("messages") or [])
         query = next(
@@ -172,7 +165,7 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
     def _remember_steps(self, state: Any) -> Steps[None]:
         if self.mode == "tool":
             return
-        config = _current_config()
+        config = current_config()
         try:
             yield from self._ready_steps()
             namespace = resolve_namespace(config, self.agent)
