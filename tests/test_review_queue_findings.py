@@ -1,0 +1,150 @@
+"""Review of the durable run queue: defects found, each shown by a test.
+
+Tests marked `xfail(strict=True)` show a confirmed defect that is not fixed yet (the reason
+names it); the others guard fixes made with the review.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from foldwise.gateway.storage import open_storage
+
+from tests.support.gateway import Gate, user
+from tests.test_gateway_background_runs import gated, sdk_gateway
+
+
+@pytest.fixture(autouse=True)
+async def _asyncio_debug() -> None:
+    asyncio.get_running_loop().set_debug(True)
+
+
+async def _transcript(client: Any, thread: str) -> list[str]:
+    page = await client.http.get(f"/threads/{thread}/transcript", params={"limit": 1000})
+    return [str(e["message"]["content"]) for e in page["entries"]]
+
+
+async def _status(client: Any, thread: str, run_id: str) -> str:
+    return str((await client.runs.get(thread, run_id))["status"])
+
+
+async def test_probe_transcript_after_queued_runs(tmp_path: Path) -> None:
+    gate = Gate()
+    async with sdk_gateway(tmp_path, gated(gate)) as (client, _):
+        thread = (await client.threads.create())["thread_id"]
+        first = await client.runs.create(thread, "agent", input=user("first"))
+        await gate.wait_entered()
+        second = await client.runs.create(
+            thread, "agent", input=user("second"), multitask_strategy="enqueue"
+        )
+        gate.release()
+        await client.runs.join(thread, first["run_id"])
+        await client.runs.join(thread, second["run_id"])
+        assert await _transcript(client, thread) == [
+            "first",
+            "second",
+            "answer 1 to first",
+            "answer 2 to second",
+        ]
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+async def test_refused_interrupt_keeps_the_queue(tmp_path: Path, strategy: str) -> None:
+    """A run executing in another worker (its lease held there) makes `interrupt` 409."""
+    async with sdk_gateway(tmp_path, gated(Gate())) as (client, app):
+        gateway = app.state.gateway
+        thread = (await client.threads.create())["thread_id"]
+        await gateway.runs.leases.acquire(thread, "run-in-another-worker", "run")
+        queued = await client.runs.create(
+            thread, "agent", input=user("queued"), multitask_strategy="enqueue"
+        )
+        assert queued["status"] == "pending"
+        with pytest.raises(httpx.HTTPStatusError) as busy:
+            await client.runs.create(
+                thread, "agent", input=user("new"), multitask_strategy=strategy
+            )
+        assert busy.value.response.status_code == 409
+        # A refused request changes nothing: the queued run still waits its turn.
+        assert await _status(client, thread, queued["run_id"]) == "pending"
+
+
+async def test_thread_busy_while_runs_are_queued(tmp_path: Path) -> None:
+    gate = Gate()
+    async with sdk_gateway(tmp_path, gated(gate)) as (client, app):
+        gateway = app.state.gateway
+        thread = (await client.threads.create())["thread_id"]
+        first = await client.runs.create(thread, "agent", input=user("first"))
+        await gate.wait_entered()
+        queued = await client.runs.create(
+            thread, "agent", input=user("queued"), multitask_strategy="enqueue"
+        )
+        await gateway.queue.stop()  # no worker free to start it yet (all busy, or restarting)
+        gate.release()
+        await client.runs.join(thread, first["run_id"])
+        assert await _status(client, thread, queued["run_id"]) == "pending"
+        assert (await client.threads.get(thread))["status"] == "busy"
+
+
+async def test_get_run_keeps_its_multitask_strategy(tmp_path: Path) -> None:
+    gate = Gate()
+    async with sdk_gateway(tmp_path, gated(gate)) as (client, _):
+        thread = (await client.threads.create())["thread_id"]
+        await client.runs.create(thread, "agent", input=user("first"))
+        await gate.wait_entered()
+        queued = await client.runs.create(
+            thread, "agent", input=user("queued"), multitask_strategy="enqueue"
+        )
+        got = await client.runs.get(thread, queued["run_id"])
+        listed = await client.runs.list(thread)
+        gate.release()
+        assert got["multitask_strategy"] == "enqueue"
+        assert {r["run_id"]: r["multitask_strategy"] for r in listed}[queued["run_id"]] == "enqueue"
+
+
+async def test_one_long_queue_does_not_starve_other_threads(tmp_path: Path) -> None:
+    gate = Gate()
+    async with sdk_gateway(tmp_path, gated(gate)) as (client, app):
+        gateway = app.state.gateway
+        long_thread = (await client.threads.create())["thread_id"]
+        other = (await client.threads.create())["thread_id"]
+        await client.runs.create(long_thread, "agent", input=user("first"))
+        await gate.wait_entered()
+        for i in range(101):
+            await client.runs.create(
+                long_thread, "agent", input=user(f"q{i}"), multitask_strategy="enqueue"
+            )
+        await gateway.runs.leases.acquire(other, "elsewhere", "run")  # busy in another worker
+        waiting = await client.runs.create(
+            other, "agent", input=user("other"), multitask_strategy="enqueue"
+        )
+        await gateway.runs.leases.release(other, "elsewhere")  # that run ended
+        gateway.queue.wake()
+        started = False
+        for _ in range(50):  # 5 s: several dispatcher rounds, well within the gate's 20 s
+            await asyncio.sleep(0.1)
+            started = started or waiting["run_id"] in gateway.runs.active
+            started = started or await _status(client, other, waiting["run_id"]) != "pending"
+        gate.release()
+        assert started, "the other thread's queued run never started while the long queue waits"
+
+
+async def test_pending_runs_lists_the_next_run_of_each_free_thread(storage_url: str) -> None:
+    async with open_storage(storage_url) as storage:
+        for thread in ("long", "held", "short"):
+            await storage.create_thread(thread)
+        long_ids = [str(uuid.uuid4()) for _ in range(5)]
+        for run_id in long_ids:
+            await storage.enqueue_run("long", run_id, "agent", {})
+        held, short = str(uuid.uuid4()), str(uuid.uuid4())
+        await storage.enqueue_run("held", held, "agent", {})
+        await storage.enqueue_run("short", short, "agent", {})
+        await storage.acquire_thread_lease("held", "elsewhere", "run", 30)
+        assert [r.run_id for r in await storage.pending_runs(limit=2)] == [long_ids[0], short]
+        await storage.release_thread_lock("held", "elsewhere")
+        assert [r.run_id for r in await storage.pending_runs()] == [long_ids[0], held, short]
