@@ -15,7 +15,6 @@ import httpx
 import pytest
 
 from foldwise.gateway.storage import open_storage
-
 from tests.support.gateway import Gate, user
 from tests.test_gateway_background_runs import gated, sdk_gateway
 
@@ -34,7 +33,7 @@ async def _status(client: Any, thread: str, run_id: str) -> str:
     return str((await client.runs.get(thread, run_id))["status"])
 
 
-async def test_probe_transcript_after_queued_runs(tmp_path: Path) -> None:
+async def test_queued_inputs_are_recorded_once(tmp_path: Path) -> None:
     gate = Gate()
     async with sdk_gateway(tmp_path, gated(gate)) as (client, _):
         thread = (await client.threads.create())["thread_id"]
@@ -89,8 +88,17 @@ async def test_thread_busy_while_runs_are_queued(tmp_path: Path) -> None:
         await client.runs.join(thread, first["run_id"])
         assert await _status(client, thread, queued["run_id"]) == "pending"
         assert (await client.threads.get(thread))["status"] == "busy"
+        busy = await client.threads.search(status="busy")
+        assert [t["thread_id"] for t in busy] == [thread]
+        await client.runs.cancel(thread, queued["run_id"])
+        assert (await client.threads.get(thread))["status"] == "idle"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: GET/list of a run always says multitask_strategy 'reject' (run_json); "
+    "the strategy a run was created with is not stored, LangGraph Server returns it",
+)
 async def test_get_run_keeps_its_multitask_strategy(tmp_path: Path) -> None:
     gate = Gate()
     async with sdk_gateway(tmp_path, gated(gate)) as (client, _):

@@ -35,10 +35,10 @@ from langchain_core.messages import messages_from_dict, messages_to_dict
 from foldwise.errors import ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
-from foldwise.gateway._errors import GatewayClosingError
+from foldwise.gateway._errors import BusyError, GatewayClosingError
 from foldwise.gateway._manager import DEAD_WORKER, ActiveRun, RunManager, RunSpec
 from foldwise.gateway._stream import EventBuffer
-from foldwise.gateway.storage import RunRecord
+from foldwise.gateway.storage import RunRecord, ThreadStatus
 
 __all__ = ["DEFAULT_QUEUE_POLL", "CancelAction", "RunQueue", "Strategy"]
 
@@ -173,7 +173,16 @@ class RunQueue:
         return record
 
     async def cancel_thread(self, thread_id: str, action: CancelAction) -> None:
-        """Cancel the thread's pending runs and its running run in this worker (and wait)."""
+        """Cancel the thread's pending runs and its running run in this worker (and wait).
+
+        Raises:
+            BusyError: What holds the thread cannot be cancelled from here (a run in another
+                worker, a compaction): 409, and nothing was cancelled.
+        """
+        lock = await self.storage.get_thread_lock(thread_id)
+        if lock is not None and lock.holder not in self.manager.active:
+            what = "a run in another gateway worker" if lock.kind == "run" else f"a {lock.kind}"
+            raise BusyError(thread_id, what, 1)
         for record in await self.storage.thread_pending_runs(thread_id):
             await self.cancel_pending(record, action)
         await self.manager.interrupt_thread(thread_id, rollback=action == "rollback")
@@ -328,7 +337,9 @@ class RunQueue:
         for thread in busy:
             try:
                 async with self.manager.exclusive(thread.thread_id, "recover"):
-                    await self.storage.update_thread(thread.thread_id, status="idle")
+                    waiting = await self.storage.thread_pending_runs(thread.thread_id)
+                    status: ThreadStatus = "busy" if waiting else "idle"  # queued: busy
+                    await self.storage.update_thread(thread.thread_id, status=status)
                     recovered += 1
             except (ThreadBusyError, ThreadNotFoundError):
                 continue
