@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from foldwise.gateway.storage import open_storage
+from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import Gate, user
 from tests.test_gateway_background_runs import gated, sdk_gateway
 
@@ -156,3 +157,39 @@ async def test_pending_runs_lists_the_next_run_of_each_free_thread(storage_url: 
         assert [r.run_id for r in await storage.pending_runs(limit=2)] == [long_ids[0], short]
         await storage.release_thread_lock("held", "elsewhere")
         assert [r.run_id for r in await storage.pending_runs()] == [long_ids[0], held, short]
+
+
+async def test_shutdown_during_a_claim_does_not_lose_the_run(tmp_path: Path) -> None:
+    """Stopping the dispatcher while it claims a queued run lets the claim finish.
+
+    Before the fix, the claim was cancelled after the row went `running`: a run that never
+    ran ended `error` ("worker died during the run").
+    """
+    async with sdk_gateway(tmp_path, ScriptedChatModel(default="done")) as (client, app):
+        gateway = app.state.gateway
+        storage = gateway.storage
+        thread = (await client.threads.create())["thread_id"]
+        await gateway.runs.leases.acquire(thread, "elsewhere", "run")
+        queued = await client.runs.create(
+            thread, "agent", input=user("queued"), multitask_strategy="enqueue"
+        )
+        entered, hold = asyncio.Event(), asyncio.Event()
+        original = storage.update_thread
+
+        async def slow_update(thread_id: str, **fields: Any) -> Any:
+            if thread_id == thread and fields.get("status") == "busy":
+                entered.set()  # the claim is between `start_pending_run` and the run's task
+                await hold.wait()
+            return await original(thread_id, **fields)
+
+        storage.update_thread = slow_update
+        await gateway.runs.leases.release(thread, "elsewhere")
+        gateway.queue.wake()
+        await asyncio.wait_for(entered.wait(), 10)
+        stopping = asyncio.ensure_future(gateway.queue.stop())  # the lifespan's first step
+        await asyncio.sleep(0.1)
+        hold.set()
+        await stopping
+        storage.update_thread = original
+        await client.runs.join(thread, queued["run_id"])
+        assert (await client.runs.get(thread, queued["run_id"]))["status"] == "success"

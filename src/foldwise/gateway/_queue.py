@@ -48,6 +48,7 @@ DEFAULT_QUEUE_POLL = 1.0
 """Seconds between two looks at the queue when nothing woke the dispatcher."""
 _RECOVER_PAGE = 1000
 _DISPATCH_PAGE = 100
+_STOP_SECONDS = 5.0
 
 Strategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 """LangGraph's `multitask_strategy`: what a run does when its thread is busy."""
@@ -226,12 +227,19 @@ class RunQueue:
             self._task = asyncio.create_task(self._loop(), name="foldwise-run-queue")
 
     async def stop(self) -> None:
-        """Stop the dispatcher task (queued runs stay queued for the next worker)."""
+        """Stop the dispatcher task (queued runs stay queued for the next worker).
+
+        A claim in progress is let finish (cancelled mid-way, a run already moved to `running`
+        would never run); the task is cancelled only if it does not end in `_STOP_SECONDS`.
+        """
         self._stopping = True
+        self.wake()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            done, _ = await asyncio.wait({self._task}, timeout=_STOP_SECONDS)
+            if not done:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
             self._task = None
 
     async def _loop(self) -> None:
@@ -249,6 +257,8 @@ class RunQueue:
         seen: set[str] = set()
         busy_here = {run.thread_id for run in self.manager.active.values()}
         for record in await self.storage.pending_runs(limit=_DISPATCH_PAGE):
+            if self._stopping:
+                break
             if record.thread_id in seen or record.thread_id in busy_here:
                 continue
             seen.add(record.thread_id)
