@@ -16,7 +16,8 @@ import pytest
 
 from foldwise.gateway.storage import open_storage
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import Gate, user
+from tests.support.gateway import Gate, open_gateway, scripted_factory, user
+from tests.test_gateway_auth import ALICE, BOB, keyed_config
 from tests.test_gateway_background_runs import gated, sdk_gateway
 
 
@@ -55,7 +56,7 @@ async def test_queued_inputs_are_recorded_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
-async def test_refused_interrupt_keeps_the_queue(tmp_path: Path, strategy: str) -> None:
+async def test_refused_interrupt_keeps_the_queue(tmp_path: Path, strategy: Any) -> None:
     """A run executing in another worker (its lease held there) makes `interrupt` 409."""
     async with sdk_gateway(tmp_path, gated(Gate())) as (client, app):
         gateway = app.state.gateway
@@ -193,3 +194,38 @@ async def test_shutdown_during_a_claim_does_not_lose_the_run(tmp_path: Path) -> 
         storage.update_thread = original
         await client.runs.join(thread, queued["run_id"])
         assert (await client.runs.get(thread, queued["run_id"]))["status"] == "success"
+
+
+async def test_another_identity_cannot_touch_a_queued_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = keyed_config(tmp_path, monkeypatch)
+    async with open_gateway(config, scripted_factory(ScriptedChatModel(default="ok"))) as (
+        c,
+        app,
+    ):
+        gateway = app.state.gateway
+        assert (await c.post("/threads", json={"thread_id": "a1"}, headers=ALICE)).is_success
+        await gateway.runs.leases.acquire("a1", "elsewhere", "run")
+        body = {"assistant_id": "agent", "input": user("q"), "multitask_strategy": "enqueue"}
+        queued = (await c.post("/threads/a1/runs", json=body, headers=ALICE)).json()
+        assert queued["status"] == "pending"
+        base = f"/threads/a1/runs/{queued['run_id']}"
+        for method, path in [
+            ("get", base),
+            ("get", "/threads/a1/runs"),
+            ("post", base + "/cancel"),
+            ("post", base + "/cancel?action=rollback"),
+            ("get", base + "/join"),
+            ("get", base + "/stream"),
+            ("post", "/threads/a1/runs"),
+        ]:
+            kwargs: dict[str, Any] = {"headers": BOB}
+            if path == "/threads/a1/runs" and method == "post":
+                kwargs["json"] = {**body, "multitask_strategy": "interrupt"}
+            answer = await c.request(method.upper(), path, **kwargs)
+            assert answer.status_code == 404, (method, path, answer.status_code)
+        request = await gateway.storage.queued_request(queued["run_id"])
+        assert request["user_id"] == "alice"
+        assert (await c.get(base, headers=ALICE)).json()["status"] == "pending"
+        await gateway.runs.leases.release("a1", "elsewhere")
