@@ -19,20 +19,9 @@ from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import Gate, open_gateway, scripted_factory, user
 from tests.test_gateway_auth import ALICE, BOB, keyed_config
 from tests.test_gateway_background_runs import gated, sdk_gateway
+from tests.test_gateway_run_queue import _asyncio_debug, _status, _transcript
 
-
-@pytest.fixture(autouse=True)
-async def _asyncio_debug() -> None:
-    asyncio.get_running_loop().set_debug(True)
-
-
-async def _transcript(client: Any, thread: str) -> list[str]:
-    page = await client.http.get(f"/threads/{thread}/transcript", params={"limit": 1000})
-    return [str(e["message"]["content"]) for e in page["entries"]]
-
-
-async def _status(client: Any, thread: str, run_id: str) -> str:
-    return str((await client.runs.get(thread, run_id))["status"])
+__all__ = ["_asyncio_debug"]  # autouse: asyncio debug mode on for every test here
 
 
 async def test_queued_inputs_are_recorded_once(tmp_path: Path) -> None:
