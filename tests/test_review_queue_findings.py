@@ -218,3 +218,41 @@ async def test_another_identity_cannot_touch_a_queued_run(
         assert request["user_id"] == "alice"
         assert (await c.get(base, headers=ALICE)).json()["status"] == "pending"
         await gateway.runs.leases.release("a1", "elsewhere")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: a cancel that reaches a queued run while this worker claims it (row "
+    "`running`, task not yet in `active`) gets 409 'a run in another gateway worker'",
+)
+async def test_cancel_racing_the_claim_in_this_worker(tmp_path: Path) -> None:
+    async with sdk_gateway(tmp_path, ScriptedChatModel(default="done")) as (client, app):
+        gateway = app.state.gateway
+        storage = gateway.storage
+        thread = (await client.threads.create())["thread_id"]
+        await gateway.runs.leases.acquire(thread, "elsewhere", "run")
+        queued = await client.runs.create(
+            thread, "agent", input=user("queued"), multitask_strategy="enqueue"
+        )
+        entered, hold = asyncio.Event(), asyncio.Event()
+        original = storage.update_thread
+
+        async def slow_update(thread_id: str, **fields: Any) -> Any:
+            if thread_id == thread and fields.get("status") == "busy":
+                entered.set()
+                await hold.wait()
+            return await original(thread_id, **fields)
+
+        storage.update_thread = slow_update
+        await gateway.runs.leases.release(thread, "elsewhere")
+        gateway.queue.wake()
+        await asyncio.wait_for(entered.wait(), 10)
+        try:
+            answer = await client.http.client.post(
+                f"/threads/{thread}/runs/{queued['run_id']}/cancel"
+            )
+        finally:
+            hold.set()
+            storage.update_thread = original
+        await client.runs.join(thread, queued["run_id"])
+        assert answer.status_code in (200, 202), answer.text
