@@ -293,7 +293,7 @@ async def test_queue_claims_on_both_databases(storage_url: str) -> None:
         for run_id in ids:
             await storage.enqueue_run("q", run_id, "agent", {"n": run_id})
         assert [r.run_id for r in await storage.thread_pending_runs("q")] == ids
-        assert [r.run_id for r in await storage.pending_runs()] == ids
+        assert [r.run_id for r in await storage.pending_runs()] == ids[:1]  # next per thread
         assert await storage.queued_request(ids[0]) == {"n": ids[0]}
         # Two claimers race for the same run: exactly one moves it to running.
         results = await asyncio.gather(*(storage.start_pending_run(ids[0]) for _ in range(4)))

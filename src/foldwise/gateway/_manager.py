@@ -37,7 +37,7 @@ from foldwise.gateway._leases import ThreadLeases, lease_of
 from foldwise.gateway._messages import check_new_ids, check_tool_results, interrupted_results
 from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway._undo import at_checkpoint, head_id, repair_open_calls, revert_run
-from foldwise.gateway.storage import GatewayStorage, RunStatus
+from foldwise.gateway.storage import GatewayStorage, RunStatus, ThreadStatus
 from foldwise.messages import analyze_tool_pairing
 
 __all__ = ["DEAD_WORKER", "ActiveRun", "RunManager", "RunSpec"]
@@ -409,9 +409,10 @@ class RunManager:
             undo = run.rollback and not run.lease_lost
             if not (undo and await revert_run(run, config, self.storage)):
                 await self.storage.finish_run(run.run_id, status, str(error) if error else None)
-            await self.storage.update_thread(
-                run.thread_id, status="error" if status == "error" else "idle"
-            )
+            # Runs still queued keep the thread busy (listings filter on the stored status).
+            waiting = await self.storage.thread_pending_runs(run.thread_id)
+            after: ThreadStatus = "busy" if waiting else "error" if status == "error" else "idle"
+            await self.storage.update_thread(run.thread_id, status=after)
         except StorageError:
             logger.exception(
                 "thread %s: could not record the end of run %s", run.thread_id, run.run_id

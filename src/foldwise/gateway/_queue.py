@@ -35,10 +35,10 @@ from langchain_core.messages import messages_from_dict, messages_to_dict
 from foldwise.errors import ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
-from foldwise.gateway._errors import GatewayClosingError
+from foldwise.gateway._errors import BusyError, GatewayClosingError
 from foldwise.gateway._manager import DEAD_WORKER, ActiveRun, RunManager, RunSpec
 from foldwise.gateway._stream import EventBuffer
-from foldwise.gateway.storage import RunRecord
+from foldwise.gateway.storage import RunRecord, ThreadStatus
 
 __all__ = ["DEFAULT_QUEUE_POLL", "CancelAction", "RunQueue", "Strategy"]
 
@@ -48,6 +48,7 @@ DEFAULT_QUEUE_POLL = 1.0
 """Seconds between two looks at the queue when nothing woke the dispatcher."""
 _RECOVER_PAGE = 1000
 _DISPATCH_PAGE = 100
+_STOP_SECONDS = 5.0
 
 Strategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 """LangGraph's `multitask_strategy`: what a run does when its thread is busy."""
@@ -173,7 +174,16 @@ class RunQueue:
         return record
 
     async def cancel_thread(self, thread_id: str, action: CancelAction) -> None:
-        """Cancel the thread's pending runs and its running run in this worker (and wait)."""
+        """Cancel the thread's pending runs and its running run in this worker (and wait).
+
+        Raises:
+            BusyError: What holds the thread cannot be cancelled from here (a run in another
+                worker, a compaction): 409, and nothing was cancelled.
+        """
+        lock = await self.storage.get_thread_lock(thread_id)
+        if lock is not None and lock.holder not in self.manager.active:
+            what = "a run in another gateway worker" if lock.kind == "run" else f"a {lock.kind}"
+            raise BusyError(thread_id, what, 1)
         for record in await self.storage.thread_pending_runs(thread_id):
             await self.cancel_pending(record, action)
         await self.manager.interrupt_thread(thread_id, rollback=action == "rollback")
@@ -217,12 +227,19 @@ class RunQueue:
             self._task = asyncio.create_task(self._loop(), name="foldwise-run-queue")
 
     async def stop(self) -> None:
-        """Stop the dispatcher task (queued runs stay queued for the next worker)."""
+        """Stop the dispatcher task (queued runs stay queued for the next worker).
+
+        A claim in progress is let finish (cancelled mid-way, a run already moved to `running`
+        would never run); the task is cancelled only if it does not end in `_STOP_SECONDS`.
+        """
         self._stopping = True
+        self.wake()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            done, _ = await asyncio.wait({self._task}, timeout=_STOP_SECONDS)
+            if not done:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
             self._task = None
 
     async def _loop(self) -> None:
@@ -240,6 +257,8 @@ class RunQueue:
         seen: set[str] = set()
         busy_here = {run.thread_id for run in self.manager.active.values()}
         for record in await self.storage.pending_runs(limit=_DISPATCH_PAGE):
+            if self._stopping:
+                break
             if record.thread_id in seen or record.thread_id in busy_here:
                 continue
             seen.add(record.thread_id)
@@ -328,7 +347,9 @@ class RunQueue:
         for thread in busy:
             try:
                 async with self.manager.exclusive(thread.thread_id, "recover"):
-                    await self.storage.update_thread(thread.thread_id, status="idle")
+                    waiting = await self.storage.thread_pending_runs(thread.thread_id)
+                    status: ThreadStatus = "busy" if waiting else "idle"  # queued: busy
+                    await self.storage.update_thread(thread.thread_id, status=status)
                     recovered += 1
             except (ThreadBusyError, ThreadNotFoundError):
                 continue

@@ -67,10 +67,23 @@ class SqlQueueMixin(SqlEventsMixin):
         return from_row(RunRecord, row, d.from_time)
 
     async def pending_runs(self, *, limit: int = 100) -> list[RunRecord]:
-        """The oldest pending runs of every thread, oldest first (at most `limit` rows)."""
+        """The next pending run of every thread no one holds, oldest first (at most `limit`).
+
+        One row per thread (its oldest pending run) and none of a thread whose lease is live,
+        so a long queue on one thread, or threads busy in other workers, cannot fill the page
+        and starve the other threads' queues.
+        """
         check_page(limit, 0)
         d = self._dialect
-        query = f"SELECT {RUN_COLUMNS} FROM {{p}}runs WHERE {_PENDING} {_OLDEST} LIMIT ?"
+        query = (
+            f"SELECT {RUN_COLUMNS} FROM {{p}}runs r WHERE {_PENDING} "
+            "AND NOT EXISTS (SELECT 1 FROM {p}runs o WHERE o.thread_id = r.thread_id "
+            "AND o.status = 'pending' AND (o.created_at < r.created_at "
+            "OR (o.created_at = r.created_at AND o.run_id < r.run_id))) "
+            "AND NOT EXISTS (SELECT 1 FROM {p}thread_locks l "
+            "WHERE l.thread_id = r.thread_id AND l.expires_at > {now}) "
+            f"{_OLDEST} LIMIT ?"
+        )
         async with d.read("pending_runs", None) as s:
             rows = await s.fetchall(d.sql(query), (limit,))
         return [from_row(RunRecord, row, d.from_time) for row in rows]
