@@ -1,0 +1,134 @@
+"""Open the LangGraph store behind the gateway's store API, on the gateway database.
+
+- ``sqlite:///path``: `AsyncSqliteStore` on its own aiosqlite connection to the same file as
+  the gateway tables and the checkpoints (its tables are ``store`` and ``store_migrations``).
+- ``memory://``: `AsyncSqliteStore` on a private in-memory database (single process, tests).
+- ``postgresql://...``: `AsyncPostgresStore` on a small connection pool, in the ``?schema=``
+  of the gateway tables when one is given.
+
+Several workers may start at once. On PostgreSQL their `setup()` calls serialize on an advisory
+lock; on SQLite, whose store migrations are not atomic (an ``ALTER TABLE`` and its ledger row
+commit separately), a setup that loses the race to another worker is retried.
+
+Item TTLs (``ttl`` on a put, in minutes) are honoured: the store refreshes them on reads and a
+sweeper task deletes expired items every `SWEEP_MINUTES`; an expired item stays readable until
+the next sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiosqlite
+from langgraph.store.base import BaseStore, TTLConfig
+from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+from foldwise.gateway._checkpointer import _postgres_target, _sqlite_path
+
+__all__ = ["SWEEP_MINUTES", "open_store"]
+
+logger = logging.getLogger(__name__)
+
+SWEEP_MINUTES = 1
+"""How often expired store items are deleted."""
+
+_TTL: TTLConfig = {"refresh_on_read": True, "sweep_interval_minutes": SWEEP_MINUTES}
+_BUSY_TIMEOUT_MS = 5000
+_SETUP_ATTEMPTS = 8
+
+
+async def _setup_sqlite(store: AsyncSqliteStore) -> None:
+    for attempt in range(1, _SETUP_ATTEMPTS + 1):
+        try:
+            await store.setup()
+            return
+        except (sqlite3.OperationalError, sqlite3.IntegrityError) as error:
+            # Another worker is migrating the same file: its next step is already done here
+            # ("duplicate column") or its ledger row is in ("UNIQUE constraint"). Read again.
+            if attempt == _SETUP_ATTEMPTS:
+                raise
+            logger.info("store setup raced another worker (%s); retrying", error)
+            store.is_setup = False
+            await asyncio.sleep(0.1 * attempt)
+
+
+@asynccontextmanager
+async def _sqlite_store(url: str) -> AsyncIterator[BaseStore]:
+    conn = await aiosqlite.connect(_sqlite_path(url), isolation_level=None)
+    try:
+        await conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        store = AsyncSqliteStore(conn, ttl=_TTL)
+        await _setup_sqlite(store)
+        await store.start_ttl_sweeper()
+        try:
+            yield store
+        finally:
+            await store.stop_ttl_sweeper(timeout=5)
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
+async def _postgres_store(url: str) -> AsyncIterator[BaseStore]:
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+    from psycopg import AsyncConnection, sql
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    dsn, schema = _postgres_target(url)
+    kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    if schema is not None:
+        kwargs["options"] = f"-c search_path={schema}"
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        dsn, kwargs=kwargs, min_size=1, max_size=5, open=False, timeout=10
+    )
+    await pool.open(wait=True, timeout=10)
+    try:
+        store = AsyncPostgresStore(pool, ttl=_TTL)
+        key = f"foldwise:store-setup:{schema or ''}"
+        async with await AsyncConnection.connect(dsn, autocommit=True) as lock_conn:
+            if schema is not None:
+                await lock_conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                )
+            await lock_conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+            try:
+                await store.setup()
+            finally:
+                await lock_conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+        await store.start_ttl_sweeper()
+        try:
+            yield store
+        finally:
+            await store.stop_ttl_sweeper(timeout=5)
+    finally:
+        await pool.close()
+
+
+@asynccontextmanager
+async def open_store(url: str) -> AsyncIterator[BaseStore]:
+    """Open (and set up) the LangGraph store for a storage URL, with its TTL sweeper.
+
+    Args:
+        url: `storage.url`: ``sqlite:///path``, ``memory://`` or ``postgresql://...``.
+
+    Yields:
+        An `AsyncSqliteStore` or `AsyncPostgresStore`.
+
+    Raises:
+        ValueError: An unsupported URL.
+    """
+    scheme = url.split(":", 1)[0].lower()
+    if scheme in ("sqlite", "memory"):
+        opener = _sqlite_store
+    elif scheme.split("+", 1)[0] in ("postgresql", "postgres"):
+        opener = _postgres_store
+    else:
+        raise ValueError(f"unsupported storage URL scheme {scheme!r}")
+    async with opener(url) as store:
+        yield store
