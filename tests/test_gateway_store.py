@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,9 @@ async def test_items_round_trip_in_langgraph_shapes(client: httpx.AsyncClient) -
     assert set(item) == {"namespace", "key", "value", "created_at", "updated_at"}
     assert item["namespace"] == ["docs", "reports"]
     assert item["value"] == {"title": "Q1", "pages": 3}
+    for stamp in ("created_at", "updated_at"):
+        moment = datetime.fromisoformat(item[stamp])
+        assert moment.tzinfo is not None and abs(moment - datetime.now(UTC)) < timedelta(hours=1)
     await put(client, ALICE, ["docs", "reports"], "r1", title="Q1 (v2)")
     assert (await get(client, ALICE, ["docs", "reports"], "r1"))["value"] == {"title": "Q1 (v2)"}
     assert await get(client, ALICE, ["docs", "reports"], "missing") is None

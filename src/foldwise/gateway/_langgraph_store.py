@@ -18,17 +18,21 @@ the next sweep.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 from langgraph.store.base import BaseStore, TTLConfig
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-from foldwise.gateway._checkpointer import _postgres_target, _sqlite_path
+from foldwise.gateway._checkpointer import advisory_lock, postgres_target, sqlite_path
+
+if TYPE_CHECKING:
+    from langgraph.store.postgres.aio import AsyncPostgresStore
 
 __all__ = ["SWEEP_MINUTES", "open_store"]
 
@@ -40,6 +44,23 @@ SWEEP_MINUTES = 1
 _TTL: TTLConfig = {"refresh_on_read": True, "sweep_interval_minutes": SWEEP_MINUTES}
 _BUSY_TIMEOUT_MS = 5000
 _SETUP_ATTEMPTS = 8
+
+
+@asynccontextmanager
+async def _running(store: AsyncSqliteStore | AsyncPostgresStore) -> AsyncIterator[None]:
+    """The store's TTL sweeper while open; on exit it and the store's batching task stop."""
+    await store.start_ttl_sweeper()
+    try:
+        yield
+    finally:
+        await store.stop_ttl_sweeper(timeout=5)
+        # LangGraph's async stores batch operations in a task they only cancel when garbage
+        # collected; end it here so no task outlives the lifespan.
+        batcher: asyncio.Task[None] | None = getattr(store, "_task", None)
+        if batcher is not None and not batcher.done():
+            batcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await batcher
 
 
 async def _setup_sqlite(store: AsyncSqliteStore) -> None:
@@ -59,16 +80,13 @@ async def _setup_sqlite(store: AsyncSqliteStore) -> None:
 
 @asynccontextmanager
 async def _sqlite_store(url: str) -> AsyncIterator[BaseStore]:
-    conn = await aiosqlite.connect(_sqlite_path(url), isolation_level=None)
+    conn = await aiosqlite.connect(sqlite_path(url), isolation_level=None)
     try:
         await conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
         store = AsyncSqliteStore(conn, ttl=_TTL)
         await _setup_sqlite(store)
-        await store.start_ttl_sweeper()
-        try:
+        async with _running(store):
             yield store
-        finally:
-            await store.stop_ttl_sweeper(timeout=5)
     finally:
         await conn.close()
 
@@ -80,7 +98,7 @@ async def _postgres_store(url: str) -> AsyncIterator[BaseStore]:
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
-    dsn, schema = _postgres_target(url)
+    dsn, schema = postgres_target(url)
     kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     if schema is not None:
         kwargs["options"] = f"-c search_path={schema}"
@@ -92,20 +110,18 @@ async def _postgres_store(url: str) -> AsyncIterator[BaseStore]:
         store = AsyncPostgresStore(pool, ttl=_TTL)
         key = f"foldwise:store-setup:{schema or ''}"
         async with await AsyncConnection.connect(dsn, autocommit=True) as lock_conn:
-            if schema is not None:
-                await lock_conn.execute(
-                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-                )
-            await lock_conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+            # Locked first: concurrent CREATE SCHEMA IF NOT EXISTS can still collide.
+            await advisory_lock(lock_conn, key)
             try:
+                if schema is not None:
+                    await lock_conn.execute(
+                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                    )
                 await store.setup()
             finally:
                 await lock_conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
-        await store.start_ttl_sweeper()
-        try:
+        async with _running(store):
             yield store
-        finally:
-            await store.stop_ttl_sweeper(timeout=5)
     finally:
         await pool.close()
 

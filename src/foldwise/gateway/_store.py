@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
@@ -138,10 +139,16 @@ def _filter(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return value
 
 
+def _utc(moment: datetime) -> str:
+    # SQLite's store keeps CURRENT_TIMESTAMP, which is UTC without an offset: say so.
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+
+
 def _item_json(item: Item) -> dict[str, Any]:
     """An item as LangGraph Server returns it, with the tenant label removed."""
     data: dict[str, Any] = item.dict()
     data["namespace"] = data["namespace"][1:]
+    data["created_at"], data["updated_at"] = _utc(item.created_at), _utc(item.updated_at)
     return data
 
 
