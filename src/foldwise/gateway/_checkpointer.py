@@ -5,7 +5,7 @@
 - ``postgresql://...``: `AsyncPostgresSaver` on a connection pool. With ``?schema=name`` its
   tables live in that schema (the gateway tables' schema), otherwise in the connection's
   default schema. Concurrent worker start-ups serialize their `setup()` on an advisory lock
-  (`advisory_lock`, polled, so the waiters cannot deadlock LangGraph's concurrent indexing).
+  (polled, so the waiters cannot deadlock LangGraph's concurrent indexing).
 
 Checkpoints are read with LangGraph's strict msgpack mode (the `LANGGRAPH_STRICT_MSGPACK`
 behaviour, whatever the environment says): only LangGraph's built-in allowlist of safe types
@@ -34,10 +34,10 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import aiosqlite
@@ -55,14 +55,18 @@ from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage import SqlGatewayStorage, open_storage
 from foldwise.gateway.storage._sqlite import rollback
 
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
 __all__ = [
     "LOCK_WAIT_SECONDS",
     "FencedSqliteSaver",
     "FencedWrites",
-    "advisory_lock",
     "open_checkpointer",
+    "postgres_pool",
     "postgres_target",
     "safe_serializer",
+    "setup_serialized",
     "sqlite_path",
 ]
 
@@ -186,7 +190,7 @@ class FencedSqliteSaver(FencedWrites, AsyncSqliteSaver):
                 await self.conn.commit()
 
 
-async def advisory_lock(conn: Any, key: str) -> None:
+async def _advisory_lock(conn: Any, key: str) -> None:
     """Take the session advisory lock `key` on `conn` by polling, holding no snapshot meanwhile.
 
     LangGraph's Postgres migrations (checkpointer and store) run ``CREATE INDEX CONCURRENTLY``,
@@ -228,38 +232,55 @@ async def _sqlite_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
 
 
 @asynccontextmanager
-async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    from psycopg import AsyncConnection, sql
+async def postgres_pool(url: str, *, max_size: int) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    """An open pool for `url` (autocommit, dict rows, the ``?schema=`` as search path)."""
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
-
-    from foldwise.gateway._checkpointer_pg import FencedPostgresSaver
 
     dsn, schema = postgres_target(url)
     kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     if schema is not None:
         kwargs["options"] = f"-c search_path={schema}"
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        dsn, kwargs=kwargs, min_size=1, max_size=10, open=False, timeout=10
+        dsn, kwargs=kwargs, min_size=1, max_size=max_size, open=False, timeout=10
     )
     await pool.open(wait=True, timeout=10)
     try:
-        saver = FencedPostgresSaver(pool, serde=safe_serializer(), lease_sql=_lease_check_sql(url))
-        key = f"foldwise:checkpointer-setup:{schema or ''}"
-        async with await AsyncConnection.connect(dsn, autocommit=True) as lock_conn:
-            # Locked first: concurrent CREATE SCHEMA IF NOT EXISTS can still collide.
-            await advisory_lock(lock_conn, key)
-            try:
-                if schema is not None:
-                    await lock_conn.execute(
-                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-                    )
-                await saver.setup()
-            finally:
-                await lock_conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
-        yield saver
+        yield pool
     finally:
         await pool.close()
+
+
+async def setup_serialized(url: str, name: str, setup: Callable[[], Awaitable[None]]) -> None:
+    """Create the ``?schema=`` if needed and run `setup` under the advisory lock `name`.
+
+    Workers starting together on one database run their migrations one at a time.
+    """
+    from psycopg import AsyncConnection, sql
+
+    dsn, schema = postgres_target(url)
+    key = f"foldwise:{name}-setup:{schema or ''}"
+    async with await AsyncConnection.connect(dsn, autocommit=True) as lock_conn:
+        # Locked first: concurrent CREATE SCHEMA IF NOT EXISTS can still collide.
+        await _advisory_lock(lock_conn, key)
+        try:
+            if schema is not None:
+                await lock_conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                )
+            await setup()
+        finally:
+            await lock_conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+
+
+@asynccontextmanager
+async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    from foldwise.gateway._checkpointer_pg import FencedPostgresSaver
+
+    async with postgres_pool(url, max_size=10) as pool:
+        saver = FencedPostgresSaver(pool, serde=safe_serializer(), lease_sql=_lease_check_sql(url))
+        await setup_serialized(url, "checkpointer", saver.setup)
+        yield saver
 
 
 @asynccontextmanager

@@ -23,13 +23,13 @@ import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import aiosqlite
 from langgraph.store.base import BaseStore, TTLConfig
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-from foldwise.gateway._checkpointer import advisory_lock, postgres_target, sqlite_path
+from foldwise.gateway._checkpointer import postgres_pool, setup_serialized, sqlite_path
 
 if TYPE_CHECKING:
     from langgraph.store.postgres.aio import AsyncPostgresStore
@@ -94,36 +94,12 @@ async def _sqlite_store(url: str) -> AsyncIterator[BaseStore]:
 @asynccontextmanager
 async def _postgres_store(url: str) -> AsyncIterator[BaseStore]:
     from langgraph.store.postgres.aio import AsyncPostgresStore
-    from psycopg import AsyncConnection, sql
-    from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
 
-    dsn, schema = postgres_target(url)
-    kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-    if schema is not None:
-        kwargs["options"] = f"-c search_path={schema}"
-    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        dsn, kwargs=kwargs, min_size=1, max_size=5, open=False, timeout=10
-    )
-    await pool.open(wait=True, timeout=10)
-    try:
+    async with postgres_pool(url, max_size=5) as pool:
         store = AsyncPostgresStore(pool, ttl=_TTL)
-        key = f"foldwise:store-setup:{schema or ''}"
-        async with await AsyncConnection.connect(dsn, autocommit=True) as lock_conn:
-            # Locked first: concurrent CREATE SCHEMA IF NOT EXISTS can still collide.
-            await advisory_lock(lock_conn, key)
-            try:
-                if schema is not None:
-                    await lock_conn.execute(
-                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-                    )
-                await store.setup()
-            finally:
-                await lock_conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+        await setup_serialized(url, "store", store.setup)
         async with _running(store):
             yield store
-    finally:
-        await pool.close()
 
 
 @asynccontextmanager

@@ -13,10 +13,11 @@ the field, a stale ``expected_revision`` a 409; nothing is written in either cas
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from foldwise.errors import MemoryInputError, RevisionConflictError
@@ -28,7 +29,7 @@ from foldwise.gateway._tenancy import memory_user_id
 from foldwise.memory import Fact, MemoryManager, Namespace, namespace_for
 from foldwise.memory._facts import FactStatus
 
-__all__ = ["FactCreate", "FactPatch", "MemorySearch", "router"]
+__all__ = ["FactCreate", "FactPatch", "MemoryScope", "MemorySearch", "router"]
 
 router = APIRouter(tags=["memory"])
 
@@ -79,6 +80,28 @@ def _namespace(gateway: Gateway, identity: str, agent: str | None) -> Namespace:
         raise RequestFieldError("agent", "must be 1-128 of A-Z a-z 0-9 _ . @ : + -") from error
 
 
+@dataclass(frozen=True)
+class MemoryScope:
+    """The gateway's memory and the caller's namespace in it."""
+
+    memory: MemoryManager
+    namespace: Namespace
+
+
+def _scope(gateway: Gateway, identity: str, agent: str | None) -> MemoryScope:
+    return MemoryScope(_manager(gateway), _namespace(gateway, identity, agent))
+
+
+def _query_scope(
+    gateway: GatewayDep, identity: IdentityDep, agent: AgentQuery = None
+) -> MemoryScope:
+    return _scope(gateway, identity, agent)
+
+
+ScopeDep = Annotated[MemoryScope, Depends(_query_scope)]
+"""The caller's memory scope, its agent from ``?agent=``."""
+
+
 def _fact(fact: Fact) -> dict[str, Any]:
     return fact.model_dump(mode="json")
 
@@ -89,15 +112,13 @@ def _facts(facts: list[Fact], namespace: Namespace) -> JSONResponse:
 
 @router.get("/memory/facts")
 async def list_facts(
-    gateway: GatewayDep,
-    identity: IdentityDep,
-    agent: AgentQuery = None,
+    scope: ScopeDep,
     status: Annotated[FactStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
 ) -> Response:
     """The caller's facts, oldest first, optionally of one status."""
-    memory, ns = _manager(gateway), _namespace(gateway, identity, agent)
-    return _facts(await memory.alist(ns, status=status, limit=limit), ns)
+    facts = await scope.memory.alist(scope.namespace, status=status, limit=limit)
+    return _facts(facts, scope.namespace)
 
 
 @router.post("/memory/facts", status_code=201)
@@ -106,18 +127,15 @@ async def add_fact(body: FactCreate, gateway: GatewayDep, identity: IdentityDep)
 
     Text that tries to instruct the agent is stored ``quarantined`` (never injected).
     """
-    memory, ns = _manager(gateway), _namespace(gateway, identity, body.agent)
-    fact = await memory.aadd(ns, body.text, attribute=body.attribute)
+    scope = _scope(gateway, identity, body.agent)
+    fact = await scope.memory.aadd(scope.namespace, body.text, attribute=body.attribute)
     return JSONResponse(_fact(fact), status_code=201)
 
 
 @router.get("/memory/facts/{fact_id}")
-async def get_fact(
-    fact_id: FactIdPath, gateway: GatewayDep, identity: IdentityDep, agent: AgentQuery = None
-) -> Response:
+async def get_fact(fact_id: FactIdPath, scope: ScopeDep) -> Response:
     """One of the caller's facts (404 when it is not the caller's)."""
-    memory, ns = _manager(gateway), _namespace(gateway, identity, agent)
-    return JSONResponse(_fact(await memory.aget(ns, fact_id)))
+    return JSONResponse(_fact(await scope.memory.aget(scope.namespace, fact_id)))
 
 
 @router.patch("/memory/facts/{fact_id}")
@@ -128,7 +146,8 @@ async def update_fact(
 
     409 when the fact changed since `expected_revision` was read; nothing is written.
     """
-    memory, ns = _manager(gateway), _namespace(gateway, identity, body.agent)
+    scope = _scope(gateway, identity, body.agent)
+    memory, ns = scope.memory, scope.namespace
     current = await memory.aget(ns, fact_id)
     if current.revision != body.expected_revision:
         # Checked before the status: a fact another client superseded since this one read it
@@ -141,55 +160,41 @@ async def update_fact(
 
 
 @router.delete("/memory/facts/{fact_id}")
-async def forget_fact(
-    fact_id: FactIdPath, gateway: GatewayDep, identity: IdentityDep, agent: AgentQuery = None
-) -> Response:
+async def forget_fact(fact_id: FactIdPath, scope: ScopeDep) -> Response:
     """Forget a fact for real: it and every version of its slot are deleted."""
-    memory, ns = _manager(gateway), _namespace(gateway, identity, agent)
-    deleted = await memory.aforget(ns, fact_id)
+    deleted = await scope.memory.aforget(scope.namespace, fact_id)
     return JSONResponse({"fact_id": fact_id, "deleted": deleted})
 
 
 @router.get("/memory/facts/{fact_id}/history")
-async def fact_history(
-    fact_id: FactIdPath, gateway: GatewayDep, identity: IdentityDep, agent: AgentQuery = None
-) -> Response:
+async def fact_history(fact_id: FactIdPath, scope: ScopeDep) -> Response:
     """Every version of the fact's slot, oldest first."""
-    memory, ns = _manager(gateway), _namespace(gateway, identity, agent)
-    return _facts(await memory.ahistory(ns, fact_id), ns)
+    return _facts(await scope.memory.ahistory(scope.namespace, fact_id), scope.namespace)
 
 
 @router.post("/memory/search")
 async def search_facts(body: MemorySearch, gateway: GatewayDep, identity: IdentityDep) -> Response:
     """The `k` best facts for `query`: active ones, or those current at `as_of`."""
-    memory, ns = _manager(gateway), _namespace(gateway, identity, body.agent)
+    scope = _scope(gateway, identity, body.agent)
     if body.as_of is not None and body.as_of.utcoffset() is None:
         raise RequestFieldError("as_of", "must carry a timezone (e.g. 2026-01-01T00:00:00Z)")
-    return _facts(await memory.asearch(ns, body.query, k=body.k, as_of=body.as_of), ns)
+    found = await scope.memory.asearch(scope.namespace, body.query, k=body.k, as_of=body.as_of)
+    return _facts(found, scope.namespace)
 
 
 @router.get("/memory/quarantine")
-async def list_quarantine(
-    gateway: GatewayDep, identity: IdentityDep, agent: AgentQuery = None
-) -> Response:
+async def list_quarantine(scope: ScopeDep) -> Response:
     """Facts held for review: stored because they try to act on the agent, never injected."""
-    memory, ns = _manager(gateway), _namespace(gateway, identity, agent)
-    return _facts(await memory.aquarantined(ns), ns)
+    return _facts(await scope.memory.aquarantined(scope.namespace), scope.namespace)
 
 
 @router.post("/memory/quarantine/{fact_id}/approve")
-async def approve_fact(
-    fact_id: FactIdPath, gateway: GatewayDep, identity: IdentityDep, agent: AgentQuery = None
-) -> Response:
+async def approve_fact(fact_id: FactIdPath, scope: ScopeDep) -> Response:
     """Release a quarantined fact: it becomes active and supersedes its slot's value."""
-    memory, ns = _manager(gateway), _namespace(gateway, identity, agent)
-    return JSONResponse(_fact(await memory.aapprove(ns, fact_id)))
+    return JSONResponse(_fact(await scope.memory.aapprove(scope.namespace, fact_id)))
 
 
 @router.post("/memory/quarantine/{fact_id}/reject")
-async def reject_fact(
-    fact_id: FactIdPath, gateway: GatewayDep, identity: IdentityDep, agent: AgentQuery = None
-) -> Response:
+async def reject_fact(fact_id: FactIdPath, scope: ScopeDep) -> Response:
     """Refuse a quarantined fact: it stays, retracted, for the record."""
-    memory, ns = _manager(gateway), _namespace(gateway, identity, agent)
-    return JSONResponse(_fact(await memory.areject(ns, fact_id)))
+    return JSONResponse(_fact(await scope.memory.areject(scope.namespace, fact_id)))
