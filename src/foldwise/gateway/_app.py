@@ -14,8 +14,11 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
 from fastapi import FastAPI
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 
 from foldwise.config import FoldwiseConfig, load_config
 from foldwise.gateway._agents import AgentFactory, AgentRegistry
@@ -39,8 +42,8 @@ from foldwise.gateway._langgraph_store import open_store
 from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
 from foldwise.gateway._limits import BodyLimitMiddleware
 from foldwise.gateway._manager import RunManager
-from foldwise.gateway._queue import DEFAULT_QUEUE_POLL, RunQueue
 from foldwise.gateway._memory import router as memory_routes
+from foldwise.gateway._queue import DEFAULT_QUEUE_POLL, RunQueue
 from foldwise.gateway._runs import router as runs_routes
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway._stateless import router as stateless_routes
@@ -93,6 +96,19 @@ async def _open_memory(config: FoldwiseConfig) -> AsyncIterator[MemoryManager | 
         await memory.aclose()
 
 
+@asynccontextmanager
+async def _databases(
+    config: FoldwiseConfig,
+) -> AsyncIterator[tuple[BaseCheckpointSaver[Any], BaseStore, MemoryManager | None]]:
+    """The checkpointer, the store and the memory manager, opened together, closed on exit."""
+    async with (
+        open_checkpointer(config.storage.url) as checkpointer,
+        _open_memory(config) as memory,
+        open_store(config.storage.url) as store,
+    ):
+        yield checkpointer, store, memory
+
+
 def create_app(
     config: FoldwiseConfig,
     *,
@@ -126,11 +142,7 @@ def create_app(
         storage = open_storage(config.storage.url)
         await storage.setup()
         try:
-            async with (
-                open_checkpointer(config.storage.url) as checkpointer,
-                _open_memory(config) as memory,
-                open_store(config.storage.url) as store,
-            ):
+            async with _databases(config) as (checkpointer, store, memory):
                 agents = AgentRegistry(config, checkpointer, agent_factory)
                 agents.get()  # fail at start-up on a broken model or tool configuration
                 leases = ThreadLeases(storage, ttl=lease_ttl_seconds)
@@ -174,6 +186,11 @@ def create_app(
     install_error_handlers(app)
     for router in _ROUTERS:
         app.include_router(router)
+    _install_middleware(app, config)
+    return app
+
+
+def _install_middleware(app: FastAPI, config: FoldwiseConfig) -> None:
     # Added innermost first. Outside in: error guard, Host check, cross-site refusal, CORS (so a
     # 401 still carries its headers and preflights need no key), auth, body limit, JSON
     # whatever the type.
@@ -184,7 +201,6 @@ def create_app(
     app.add_middleware(CrossSiteMiddleware, origins=config.gateway.cors_origins)
     app.add_middleware(HostMiddleware, config=config.gateway)
     app.add_middleware(ErrorGuardMiddleware)  # outermost of ours: wraps the body limit too
-    return app
 
 
 def app_from_env() -> FastAPI:
