@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -201,3 +202,24 @@ def test_tenant_labels_are_one_to_one() -> None:
     assert memory_user_id("") == "default"
     assert memory_user_id("carol.smith@example.com") == "carol.smith@example.com"
     assert memory_user_id("Carol Smith").startswith("sha256-")
+
+
+async def test_a_locked_database_is_a_503_and_the_store_recovers(tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+    keys = [{"key": "key-0", "user": "alice"}]
+    config = gateway_config(
+        tmp_path, {"storage": {"url": f"sqlite:///{path}"}, "gateway": {"auth": {"api_keys": keys}}}
+    )
+    async with open_gateway(config, scripted_factory(ScriptedChatModel(default="ok"))) as (c, _):
+        holder = sqlite3.connect(path, isolation_level=None)
+        try:
+            holder.execute("BEGIN EXCLUSIVE")  # another process holds the writer lock
+            body = {"namespace": ["a"], "key": "k", "value": {"v": 1}}
+            refused = await c.put("/store/items", json=body, headers=ALICE)
+            assert refused.status_code == 503, refused.text
+            assert refused.json() == {"detail": "the store could not write the item; retry shortly"}
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        await put(c, ALICE, ["a"], "k", v=2)
+        assert (await get(c, ALICE, ["a"], "k"))["value"] == {"v": 2}

@@ -15,8 +15,11 @@ listing reaches another identity's items, and nothing in an answer reveals that 
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -43,6 +46,7 @@ __all__ = [
 ]
 
 router = APIRouter(tags=["store"])
+logger = logging.getLogger(__name__)
 
 MAX_NAMESPACE_DEPTH = 16
 """Most labels in a namespace (prefix, suffix) a caller may name."""
@@ -152,6 +156,27 @@ def _item_json(item: Item) -> dict[str, Any]:
     return data
 
 
+def _driver_errors() -> tuple[type[Exception], ...]:
+    try:
+        import psycopg
+    except ImportError:  # the postgres extra is not installed
+        return (sqlite3.Error,)
+    return (sqlite3.Error, psycopg.Error)
+
+
+_DRIVER_ERRORS = _driver_errors()
+
+
+@asynccontextmanager
+async def _database(operation: str) -> AsyncIterator[None]:
+    """A database failure of the store becomes `StorageError` (503), its text kept in the log."""
+    try:
+        yield
+    except _DRIVER_ERRORS as error:
+        logger.warning("store %s failed: %s: %s", operation, type(error).__name__, error)
+        raise StorageError(f"the store could not {operation}; retry shortly") from error
+
+
 def _store(gateway: Gateway) -> BaseStore:
     if gateway.store is None:
         raise StorageError("the gateway's store is not open")
@@ -161,14 +186,15 @@ def _store(gateway: Gateway) -> BaseStore:
 @router.put("/store/items", status_code=204)
 async def put_item(body: StorePut, gateway: GatewayDep, identity: IdentityDep) -> Response:
     """Store or replace an item (`client.store.put_item`); 204."""
-    namespace = _labels(body.namespace, "namespace")
-    await _store(gateway).aput(
-        (store_tenant_label(identity), *namespace),
-        _key(body.key),
-        body.value,
-        index=body.index,
-        ttl=body.ttl,
-    )
+    namespace, key = _labels(body.namespace, "namespace"), _key(body.key)
+    async with _database("write the item"):
+        await _store(gateway).aput(
+            (store_tenant_label(identity), *namespace),
+            key,
+            body.value,
+            index=body.index,
+            ttl=body.ttl,
+        )
     return Response(status_code=204)
 
 
@@ -181,18 +207,20 @@ async def get_item(
     refresh_ttl: bool | None = None,
 ) -> Response:
     """One item (`client.store.get_item`; the namespace joined with periods), or `null`."""
-    labels = _labels(namespace.split("."), "namespace")
-    item = await _store(gateway).aget(
-        (store_tenant_label(identity), *labels), _key(key), refresh_ttl=refresh_ttl
-    )
+    labels, key = _labels(namespace.split("."), "namespace"), _key(key)
+    async with _database("read the item"):
+        item = await _store(gateway).aget(
+            (store_tenant_label(identity), *labels), key, refresh_ttl=refresh_ttl
+        )
     return JSONResponse(None if item is None else _item_json(item))
 
 
 @router.delete("/store/items", status_code=204)
 async def delete_item(body: StoreDelete, gateway: GatewayDep, identity: IdentityDep) -> Response:
     """Delete an item if it exists (`client.store.delete_item`); 204 either way."""
-    namespace = _labels(body.namespace, "namespace")
-    await _store(gateway).adelete((store_tenant_label(identity), *namespace), _key(body.key))
+    namespace, key = _labels(body.namespace, "namespace"), _key(body.key)
+    async with _database("delete the item"):
+        await _store(gateway).adelete((store_tenant_label(identity), *namespace), key)
     return Response(status_code=204)
 
 
@@ -200,14 +228,16 @@ async def delete_item(body: StoreDelete, gateway: GatewayDep, identity: Identity
 async def search_items(body: StoreSearch, gateway: GatewayDep, identity: IdentityDep) -> Response:
     """Items under a namespace prefix, filtered by value fields (`client.store.search_items`)."""
     prefix = _labels(body.namespace_prefix, "namespace_prefix", empty=True)
-    items = await _store(gateway).asearch(
-        (store_tenant_label(identity), *prefix),
-        query=body.query,
-        filter=_filter(body.filter),
-        limit=body.limit,
-        offset=body.offset,
-        refresh_ttl=body.refresh_ttl,
-    )
+    where = _filter(body.filter)
+    async with _database("search"):
+        items = await _store(gateway).asearch(
+            (store_tenant_label(identity), *prefix),
+            query=body.query,
+            filter=where,
+            limit=body.limit,
+            offset=body.offset,
+            refresh_ttl=body.refresh_ttl,
+        )
     return JSONResponse({"items": [_item_json(item) for item in items]})
 
 
@@ -221,11 +251,12 @@ async def list_namespaces(
     if suffix is not None and suffix[0] == "*":
         # The wildcard would also match the tenant label, so ("*", "docs") would list ("docs",).
         raise RequestFieldError("suffix[0]", "a leading '*' wildcard is not supported")
-    found = await _store(gateway).alist_namespaces(
-        prefix=(store_tenant_label(identity), *prefix),
-        suffix=suffix,
-        max_depth=None if body.max_depth is None else body.max_depth + 1,
-        limit=body.limit,
-        offset=body.offset,
-    )
+    async with _database("list namespaces"):
+        found = await _store(gateway).alist_namespaces(
+            prefix=(store_tenant_label(identity), *prefix),
+            suffix=suffix,
+            max_depth=None if body.max_depth is None else body.max_depth + 1,
+            limit=body.limit,
+            offset=body.offset,
+        )
     return JSONResponse({"namespaces": [list(ns[1:]) for ns in found]})
