@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 
-from foldwise.gateway._checkpointer import open_checkpointer
+from foldwise.gateway._checkpointer import open_checkpointer, sqlite_path
 from foldwise.gateway._langgraph_store import open_store
 
 WORKERS = 4
@@ -28,6 +29,11 @@ async def test_workers_starting_together_share_one_store(storage_url: str) -> No
 
 
 async def test_workers_starting_together_share_one_checkpointer(storage_url: str) -> None:
+    if storage_url.startswith("sqlite"):
+        # The gateway storage's set-up, which runs first, leaves the file in WAL mode; the
+        # checkpointer's own switch to WAL cannot wait for a busy file.
+        with contextlib.closing(sqlite3.connect(sqlite_path(storage_url))) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
     async with contextlib.AsyncExitStack() as stack:
         opened = [stack.enter_async_context(open_checkpointer(storage_url)) for _ in range(WORKERS)]
         savers = await asyncio.wait_for(asyncio.gather(*opened), timeout=60)
