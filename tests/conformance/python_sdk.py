@@ -152,8 +152,33 @@ class _Calls:
                 lambda: _drain(c.runs.stream(None, a, input=_input("once"), stream_mode="values")),
             ),
             ("threads.delete", self.delete_thread),
+            *self.store_calls(),
         ]
         return calls
+
+    def store_calls(self) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
+        """`client.store.*`: put, get, a missing get, search, namespaces, delete."""
+        store, ns = self.client.store, ["conformance", "python"]
+
+        async def search() -> Any:
+            found = await store.search_items(["conformance"], filter={"n": 1}, limit=5)
+            return found["items"]
+
+        async def namespaces() -> Any:
+            return (await store.list_namespaces(prefix=["conformance"], max_depth=2))["namespaces"]
+
+        async def delete() -> Any:
+            await store.delete_item(ns, key="item-1")
+            return await store.get_item(ns, key="item-1")
+
+        return [
+            ("store.putItem", lambda: store.put_item(ns, key="item-1", value={"n": 1})),
+            ("store.getItem", lambda: store.get_item(ns, key="item-1")),
+            ("store.getItem[missing]", lambda: store.get_item(ns, key="no-such-item")),
+            ("store.searchItems", search),
+            ("store.listNamespaces", namespaces),
+            ("store.deleteItem", delete),
+        ]
 
     def streamer(self, mode: str) -> Callable[[], Awaitable[_Drained]]:
         def call() -> Awaitable[_Drained]:

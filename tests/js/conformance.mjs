@@ -293,8 +293,36 @@ function calls(client, ctx) {
         throw new Error("the deleted thread is still readable");
       },
     ],
+    ...storeCalls(client),
   );
   return list;
+}
+
+/** `client.store.*`: put, get, a missing get, search, namespaces, delete. */
+function storeCalls(client) {
+  const ns = ["conformance", "js"];
+  return [
+    ["store.putItem", () => client.store.putItem(ns, "item-1", { n: 1 })],
+    ["store.getItem", () => client.store.getItem(ns, "item-1")],
+    ["store.getItem[missing]", () => client.store.getItem(ns, "no-such-item")],
+    [
+      "store.searchItems",
+      async () =>
+        (await client.store.searchItems(["conformance"], { filter: { n: 1 }, limit: 5 })).items,
+    ],
+    [
+      "store.listNamespaces",
+      async () =>
+        (await client.store.listNamespaces({ prefix: ["conformance"], maxDepth: 2 })).namespaces,
+    ],
+    [
+      "store.deleteItem",
+      async () => {
+        await client.store.deleteItem(ns, "item-1");
+        return client.store.getItem(ns, "item-1");
+      },
+    ],
+  ];
 }
 
 async function main() {

@@ -134,14 +134,14 @@ class MemoryManager:
         return fact
 
     def list_steps(
-        self, namespace: Namespace, *, status: FactStatus | None = None
+        self, namespace: Namespace, *, status: FactStatus | None = None, limit: int | None = None
     ) -> Steps[_FactList]:
-        """Facts in the namespace, optionally of one status."""
+        """Facts in the namespace, oldest first, optionally of one status; at most `limit`."""
         ns = check_namespace(namespace)
         if status is not None and status not in _STATUSES:
             raise MemoryInputError(f"must be one of {', '.join(_STATUSES)}", field="status")
         facts: _FactList = yield Io.of(
-            self.backend.list_facts, self.backend.alist_facts, ns, status=status
+            self.backend.list_facts, self.backend.alist_facts, ns, status=status, limit=limit
         )
         return facts
 
