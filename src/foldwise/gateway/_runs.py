@@ -43,6 +43,7 @@ from foldwise.gateway._messages import check_values
 from foldwise.gateway._schemas import OffsetQuery, PageQuery, RunCreate
 from foldwise.gateway._serde import JSONResponse, sse_frame
 from foldwise.gateway._stream import EventBuffer
+from foldwise.gateway._tenancy import memory_user_id
 from foldwise.gateway.storage import RunRecord, ThreadExistsError, ThreadRecord, validate_run_id
 
 __all__ = [
@@ -120,7 +121,7 @@ async def accept_run(
         durability=body.durability,
         recursion_limit=body.recursion_limit(),
         metadata=body.metadata,
-        user_id=identity or None,
+        user_id=memory_user_id(identity),
     )
     return await gateway.queue.submit(spec, strategy=body.multitask_strategy, stream=stream)
 
