@@ -114,9 +114,6 @@ async def test_cancel_interrupts_and_the_thread_stays_usable(tmp_path: Path) -> 
         thread = (await client.threads.create())["thread_id"]
         run = await client.runs.create(thread, "agent", input=user("slow"))
         await gate.wait_entered()
-        with pytest.raises(httpx.HTTPStatusError) as caught:
-            await client.runs.cancel(thread, run["run_id"], action="rollback")
-        assert caught.value.response.status_code == 422
         cancelled = await client.runs.cancel(thread, run["run_id"], wait=True)
         gate.release()
         assert cancelled["status"] == "interrupted"
@@ -133,19 +130,22 @@ async def test_multitask_strategies(tmp_path: Path) -> None:
         with pytest.raises(httpx.HTTPStatusError) as busy:
             await client.runs.create(thread, "agent", input=user("x"), multitask_strategy="reject")
         assert busy.value.response.status_code == 409
-        with pytest.raises(httpx.HTTPStatusError) as queued:
-            await client.runs.create(thread, "agent", input=user("x"), multitask_strategy="enqueue")
-        assert queued.value.response.status_code == 422
-        assert "multitask_strategy" in queued.value.response.text
+        queued = await client.runs.create(
+            thread, "agent", input=user("queued"), multitask_strategy="enqueue"
+        )
+        assert queued["status"] == "pending"
         values = await client.runs.wait(
             thread, "agent", input=user("second"), multitask_strategy="interrupt"
         )
         gate.release()
         assert contents(values)[-1] == "answer 2 to second"
         assert (await client.runs.get(thread, first["run_id"]))["status"] == "interrupted"
+        # `interrupt` cancelled the queued run too, before it ran.
+        assert (await client.runs.get(thread, queued["run_id"]))["status"] == "interrupted"
+        assert "queued" not in contents(values)
 
 
-async def test_a_dead_workers_run_is_marked_interrupted(tmp_path: Path, storage_url: str) -> None:
+async def test_a_dead_workers_run_is_marked_failed(tmp_path: Path, storage_url: str) -> None:
     model = ScriptedChatModel(default="fine")
     dead_run = str(uuid.uuid4())
     async with sdk_gateway(tmp_path, model, storage_url) as (client, app):
@@ -157,14 +157,14 @@ async def test_a_dead_workers_run_is_marked_interrupted(tmp_path: Path, storage_
         stale = str(uuid.uuid4())
         await storage.create_run(thread, stale, "agent", "run")
         # Read while nobody holds the thread: the row is settled on the spot.
-        assert (await client.runs.get(thread, stale))["status"] == "interrupted"
+        assert (await client.runs.get(thread, stale))["status"] == "error"
     async with sdk_gateway(tmp_path, model, storage_url) as (client, app):
         # Start-up finished it (the rows say so before any request reads them).
         storage = app.state.gateway.storage
-        assert (await storage.get_run(dead_run)).status == "interrupted"
+        assert (await storage.get_run(dead_run)).status == "error"
         assert (await storage.get_thread(thread)).status == "idle"
         run = await client.runs.get(thread, dead_run)
-        assert run["status"] == "interrupted"
+        assert run["status"] == "error" and run["error"] == "worker died during the run"
         assert (await client.threads.get(thread))["status"] == "idle"
         values = await client.runs.wait(thread, "agent", input=user("still there?"))
         assert contents(values) == ["still there?", "fine"]

@@ -262,5 +262,6 @@ def test_killed_inside_the_window_then_restarted(tmp_path: Path) -> None:
     assert kinds == ["human", "ai", "human", "ai", "human", "ai", "compaction", "human", "ai"]
     assert entries[5]["message_id"] == answer["id"]  # recorded once, in its place
     assert entries[6]["message"]["receipt_id"] == receipt_id
-    # The killed run and compaction were closed as interrupted by the next operations.
-    assert sorted(r["status"] for r in runs) == ["interrupted", "interrupted", "success"]
+    # The killed run and compaction were failed by the next operations (their worker died).
+    assert sorted(r["status"] for r in runs) == ["error", "error", "success"]
+    assert {r["error"] for r in runs if r["status"] == "error"} == {"worker died during the run"}

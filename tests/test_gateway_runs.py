@@ -261,13 +261,6 @@ async def test_summarizer_tokens_never_reach_the_stream(tmp_path: Path) -> None:
             "stream_mode",
         ),
         (
-            {
-                "input": {"messages": [{"role": "user", "content": "x"}]},
-                "multitask_strategy": "enqueue",
-            },
-            "multitask_strategy",
-        ),
-        (
             {"input": {"messages": [{"role": "user", "content": "x"}]}, "command": {"resume": 1}},
             "input",
         ),
@@ -284,13 +277,6 @@ async def test_summarizer_tokens_never_reach_the_stream(tmp_path: Path) -> None:
         ),
         ({"input": user("x"), "webhook": "http://example.com/hook"}, "webhook"),
         ({"input": user("x"), "interrupt_before": ["tools"]}, "interrupt_before"),
-        (
-            {
-                "input": {"messages": [{"role": "user", "content": "x"}]},
-                "multitask_strategy": "rollback",
-            },
-            "multitask_strategy",
-        ),
         (
             {"input": {"messages": [{"role": "user", "content": "x"}]}, "model_name": "gpt-9"},
             "model_name",

@@ -60,6 +60,10 @@ SUPPORTED: frozenset[str] = frozenset(
         "runs.join",
         "runs.joinStream",
         "runs.cancel",
+        "runs.create[enqueue]",
+        "runs.join[enqueued]",
+        "runs.create[rollback]",
+        "runs.cancel[rollback]",
         "runs.wait[stateless]",
         "runs.stream[stateless]",
     }
@@ -73,6 +77,8 @@ def brain(body: Mapping[str, Any]) -> Any:
     latest = str(users[-1].get("content")) if users else ""
     if latest == "slow":
         return {"content": ANSWER, "delay": 5}
+    if latest.startswith("busy"):  # keeps the thread busy while the next call queues
+        return {"content": ANSWER, "delay": 1}
     return ANSWER
 
 

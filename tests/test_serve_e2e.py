@@ -116,6 +116,7 @@ def launch(
             pass
         if time.monotonic() > deadline:
             process.kill()
+            process.wait(10)  # reaped here, so no later test sees a ResourceWarning for it
             pytest.fail(f"foldwise serve did not start:\n{log_path.read_text()}")
         time.sleep(0.1)
 

@@ -12,21 +12,23 @@ from collections.abc import Mapping
 
 from langgraph.config import get_config
 
-__all__ = ["NO_THREAD", "resolve_thread_id"]
+__all__ = ["NO_THREAD", "configured", "current_config", "resolve_thread_id"]
 
 NO_THREAD = "foldwise:no-thread"
 """The thread of a run that has none (no checkpointer and no `configurable.thread_id`)."""
 
 
-def _configured(config: object) -> str | None:
+def configured(config: object, key: str = "thread_id") -> str | None:
+    """``config["configurable"][key]`` as a string, or `None` when absent or empty."""
     if not isinstance(config, Mapping):
         return None
     configurable = config.get("configurable")
-    value = configurable.get("thread_id") if isinstance(configurable, Mapping) else None
+    value = configurable.get(key) if isinstance(configurable, Mapping) else None
     return None if value is None or value == "" else str(value)
 
 
-def _current_config() -> object:
+def current_config() -> object:
+    """The config of the LangGraph run this is called from, or `None` outside a run."""
     try:
         return get_config()
     except RuntimeError:  # not inside a LangGraph run
@@ -51,4 +53,4 @@ def resolve_thread_id(runtime_or_config: object = None) -> str:
     if thread is not None and thread != "":
         return str(thread)
     config = getattr(runtime_or_config, "config", runtime_or_config)
-    return _configured(config) or _configured(_current_config()) or NO_THREAD
+    return configured(config) or configured(current_config()) or NO_THREAD

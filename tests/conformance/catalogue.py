@@ -83,6 +83,34 @@ def _stream_calls() -> list[Call]:
     return calls
 
 
+_ITEM = ("namespace", "key", "value", "created_at", "updated_at")
+
+
+def _null(detail: Detail) -> bool:
+    return detail.get("kind") == "null"
+
+
+def _store_calls() -> list[Call]:
+    """`client.store.*`: one tenant per identity; namespaces come back without its label."""
+    return [
+        Call("store.putItem", "store.put_item", "PUT /store/items", _null, "204"),
+        Call("store.getItem", "store.get_item", "GET /store/items",
+             lambda d: _keys(d, *_ITEM), "`?namespace=a.b&key=k`, as the SDKs send it"),
+        Call("store.getItem[missing]", "store.get_item", "GET /store/items", _null,
+             "a missing item is `null` (200), as in LangGraph Server"),
+        Call("store.searchItems", "store.search_items", "POST /store/items/search",
+             lambda d: _items(d, *_ITEM, "score"),
+             "`filter`, `limit`, `offset`; `query` is accepted but ranks nothing "
+             "(no semantic index)"),
+        Call("store.listNamespaces", "store.list_namespaces", "POST /store/namespaces",
+             lambda d: d.get("kind") == "array" and d.get("length", 0) >= 1
+             and (d.get("item") or {}).get("kind") == "array",
+             "`prefix`, `suffix`, `max_depth`; a leading `*` in `suffix` is a 422"),
+        Call("store.deleteItem", "store.delete_item", "DELETE /store/items", _null,
+             "then store.get_item: `null`"),
+    ]  # fmt: skip
+
+
 CALLS: tuple[Call, ...] = (
     Call("assistants.search", "assistants.search", "POST /assistants/search",
          lambda d: _items(d, *_ASSISTANT), "the configured agents; POST /assistants is 405"),
@@ -134,11 +162,25 @@ CALLS: tuple[Call, ...] = (
     Call("runs.cancel", "runs.cancel", "POST /threads/{id}/runs/{run_id}/cancel",
          lambda d: _keys(d, *_RUN) and d.get("status") == "interrupted",
          "then runs.get: status `interrupted`"),
+    Call("runs.create[enqueue]", 'runs.create(multitask_strategy="enqueue")',
+         "POST /threads/{id}/runs",
+         lambda d: _keys(d, *_RUN) and d.get("status") == "pending",
+         "queued behind a busy run: `pending`"),
+    Call("runs.join[enqueued]", "runs.join", "GET /threads/{id}/runs/{run_id}/join", _answer,
+         "the queued run, once it ran"),
+    Call("runs.create[rollback]", 'runs.create(multitask_strategy="rollback")',
+         "POST /threads/{id}/runs",
+         lambda d: _keys(d, *_RUN),
+         "the busy run is cancelled and deleted (then runs.get: 404)"),
+    Call("runs.cancel[rollback]", 'runs.cancel(action="rollback")',
+         "POST /threads/{id}/runs/{run_id}/cancel", lambda d: d.get("kind") == "null",
+         "then runs.get: 404"),
     Call("runs.wait[stateless]", "runs.wait(None, …)", "POST /runs/wait", _answer),
     Call("runs.stream[stateless]", "runs.stream(None, …)", "POST /runs/stream",
          _stream("values")),
     Call("threads.delete", "threads.delete", "DELETE /threads/{id}",
          lambda d: d.get("kind") == "null", "then threads.get: 404"),
+    *_store_calls(),
 )  # fmt: skip
 
 

@@ -103,6 +103,7 @@ class _Calls:
     checkpoint: dict[str, Any] = field(default_factory=dict)
     run_id: str = ""
     listed_run_id: str = ""
+    queued_id: str = ""
 
     def catalogue(self) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
         c, a, tid = self.client, ASSISTANT, lambda: self.thread_id
@@ -141,14 +142,43 @@ class _Calls:
             ("runs.join", lambda: c.runs.join(tid(), _needed(self.run_id, "runs.create"))),
             ("runs.joinStream", self.join_stream),
             ("runs.cancel", self.cancel),
+            ("runs.create[enqueue]", self.create_enqueued),
+            ("runs.join[enqueued]", lambda: c.runs.join(tid(), _needed(self.queued_id, "enqueue"))),
+            ("runs.create[rollback]", self.create_rollback),
+            ("runs.cancel[rollback]", self.cancel_rollback),
             ("runs.wait[stateless]", lambda: c.runs.wait(None, a, input=_input("once"))),
             (
                 "runs.stream[stateless]",
                 lambda: _drain(c.runs.stream(None, a, input=_input("once"), stream_mode="values")),
             ),
             ("threads.delete", self.delete_thread),
+            *self.store_calls(),
         ]
         return calls
+
+    def store_calls(self) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
+        """`client.store.*`: put, get, a missing get, search, namespaces, delete."""
+        store, ns = self.client.store, ["conformance", "python"]
+
+        async def search() -> Any:
+            found = await store.search_items(["conformance"], filter={"n": 1}, limit=5)
+            return found["items"]
+
+        async def namespaces() -> Any:
+            return (await store.list_namespaces(prefix=["conformance"], max_depth=2))["namespaces"]
+
+        async def delete() -> Any:
+            await store.delete_item(ns, key="item-1")
+            return await store.get_item(ns, key="item-1")
+
+        return [
+            ("store.putItem", lambda: store.put_item(ns, key="item-1", value={"n": 1})),
+            ("store.getItem", lambda: store.get_item(ns, key="item-1")),
+            ("store.getItem[missing]", lambda: store.get_item(ns, key="no-such-item")),
+            ("store.searchItems", search),
+            ("store.listNamespaces", namespaces),
+            ("store.deleteItem", delete),
+        ]
 
     def streamer(self, mode: str) -> Callable[[], Awaitable[_Drained]]:
         def call() -> Awaitable[_Drained]:
@@ -226,6 +256,45 @@ class _Calls:
         await asyncio.sleep(0.2)  # let the worker pick it up: the cancel then interrupts it
         await self.client.runs.cancel(self.thread_id, run["run_id"], wait=True, action="interrupt")
         return await self.client.runs.get(self.thread_id, run["run_id"])
+
+    async def create_enqueued(self) -> Any:
+        """A run queued behind a busy one (`pending`)."""
+        await self.client.runs.create(self.thread_id, ASSISTANT, input=_input("busy enqueue"))
+        run = await self.client.runs.create(
+            self.thread_id, ASSISTANT, input=_input("queued"), multitask_strategy="enqueue"
+        )
+        self.queued_id = run["run_id"]
+        return run
+
+    async def _gone(self, run_id: str) -> bool:
+        try:
+            await self.client.runs.get(self.thread_id, run_id)
+        except httpx.HTTPStatusError as error:
+            if error.response.status_code == 404:
+                return True
+            raise
+        return False
+
+    async def create_rollback(self) -> Any:
+        """A run that rolls back the busy one (which must be gone afterwards)."""
+        busy = await self.client.runs.create(
+            self.thread_id, ASSISTANT, input=_input("busy rollback")
+        )
+        await asyncio.sleep(0.2)
+        run = await self.client.runs.create(
+            self.thread_id, ASSISTANT, input=_input("instead"), multitask_strategy="rollback"
+        )
+        await self.client.runs.join(self.thread_id, run["run_id"])
+        if not await self._gone(busy["run_id"]):
+            raise RuntimeError("the rolled-back run is still readable")
+        return run
+
+    async def cancel_rollback(self) -> None:
+        run = await self.client.runs.create(self.thread_id, ASSISTANT, input=_input("busy undo"))
+        await asyncio.sleep(0.2)
+        await self.client.runs.cancel(self.thread_id, run["run_id"], wait=True, action="rollback")
+        if not await self._gone(run["run_id"]):
+            raise RuntimeError("the rolled-back run is still readable")
 
     async def delete_thread(self) -> None:
         doomed = await self.client.threads.create(metadata={**self.metadata, "doomed": True})

@@ -74,6 +74,17 @@ function needed(id, call) {
   return id;
 }
 
+/** Throws unless the run reads 404 (a rolled-back run is deleted). */
+async function gone(client, threadId, runId) {
+  try {
+    await client.runs.get(threadId, runId);
+  } catch (error) {
+    if (error?.status === 404) return;
+    throw error;
+  }
+  throw new Error("the rolled-back run is still readable");
+}
+
 async function wait(ms) {
   await new Promise((resolve) => setTimeout(resolve, ms));
 }
@@ -220,6 +231,48 @@ function calls(client, ctx) {
         return client.runs.get(ctx.threadId, run.run_id);
       },
     ],
+    [
+      "runs.create[enqueue]",
+      async () => {
+        await client.runs.create(ctx.threadId, ASSISTANT, { input: input("busy enqueue") });
+        const run = await client.runs.create(ctx.threadId, ASSISTANT, {
+          input: input("queued"),
+          multitaskStrategy: "enqueue",
+        });
+        ctx.queuedId = run.run_id;
+        return run;
+      },
+    ],
+    [
+      "runs.join[enqueued]",
+      () => client.runs.join(ctx.threadId, needed(ctx.queuedId, "runs.create[enqueue]")),
+    ],
+    [
+      "runs.create[rollback]",
+      async () => {
+        const busy = await client.runs.create(ctx.threadId, ASSISTANT, {
+          input: input("busy rollback"),
+        });
+        await wait(200);
+        const run = await client.runs.create(ctx.threadId, ASSISTANT, {
+          input: input("instead"),
+          multitaskStrategy: "rollback",
+        });
+        await client.runs.join(ctx.threadId, run.run_id);
+        await gone(client, ctx.threadId, busy.run_id);
+        return run;
+      },
+    ],
+    [
+      "runs.cancel[rollback]",
+      async () => {
+        const run = await client.runs.create(ctx.threadId, ASSISTANT, { input: input("busy undo") });
+        await wait(200);
+        await client.runs.cancel(ctx.threadId, run.run_id, true, "rollback");
+        await gone(client, ctx.threadId, run.run_id);
+        return null;
+      },
+    ],
     ["runs.wait[stateless]", () => client.runs.wait(null, ASSISTANT, { input: input("once") })],
     [
       "runs.stream[stateless]",
@@ -240,8 +293,36 @@ function calls(client, ctx) {
         throw new Error("the deleted thread is still readable");
       },
     ],
+    ...storeCalls(client),
   );
   return list;
+}
+
+/** `client.store.*`: put, get, a missing get, search, namespaces, delete. */
+function storeCalls(client) {
+  const ns = ["conformance", "js"];
+  return [
+    ["store.putItem", () => client.store.putItem(ns, "item-1", { n: 1 })],
+    ["store.getItem", () => client.store.getItem(ns, "item-1")],
+    ["store.getItem[missing]", () => client.store.getItem(ns, "no-such-item")],
+    [
+      "store.searchItems",
+      async () =>
+        (await client.store.searchItems(["conformance"], { filter: { n: 1 }, limit: 5 })).items,
+    ],
+    [
+      "store.listNamespaces",
+      async () =>
+        (await client.store.listNamespaces({ prefix: ["conformance"], maxDepth: 2 })).namespaces,
+    ],
+    [
+      "store.deleteItem",
+      async () => {
+        await client.store.deleteItem(ns, "item-1");
+        return client.store.getItem(ns, "item-1");
+      },
+    ],
+  ];
 }
 
 async function main() {

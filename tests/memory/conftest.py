@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from foldwise.memory import Fact, FactSource, MemoryBackend, MemoryOutbox, open_backend
+from foldwise.memory import (
+    Fact,
+    FactSource,
+    MemoryBackend,
+    MemoryManager,
+    MemoryOutbox,
+    open_backend,
+)
 from foldwise.memory._facts import FactStatus, Namespace
 from tests.memory.queue_support import KINDS, Clock, memory_url, outbox_for
 from tests.support.async_only_store import AsyncOnlyStore
@@ -47,6 +54,14 @@ def fact(
         superseded_by=superseded_by,
         source=FactSource(thread_id="t1", message_ids=("m1",), run_id="r1", via="rules"),
     )
+
+
+@pytest.fixture
+def memory() -> MemoryManager:
+    """A manager over a fresh in-memory store, set up."""
+    manager = MemoryManager(open_backend("memory://"))
+    manager.setup()
+    return manager
 
 
 class Api:

@@ -24,13 +24,6 @@ ALICE = namespace_for("alice")
 BOB = namespace_for("bob")
 
 
-@pytest.fixture
-def memory() -> MemoryManager:
-    manager = MemoryManager(open_backend("memory://"))
-    manager.setup()
-    return manager
-
-
 def test_add_search_and_namespace_isolation(memory: MemoryManager) -> None:
     fact = memory.add(ALICE, "I live in Berlin")
     assert fact.status == "active" and fact.namespace == ALICE
@@ -114,7 +107,7 @@ def test_remember_reads_only_user_words_and_answers(memory: MemoryManager) -> No
     stored = [d for d in decisions if d.action in ("add", "supersede")]
     assert all(set(d.evidence) <= {"h1", "h2"} for d in stored)
     again = memory.remember(ALICE, messages)  # the same slice again: nothing new
-    assert {d.action for d in again} <= {"reinforce", "noop", "rejected", "quarantined"}
+    assert {d.action for d in again} <= {"deduplicated", "noop", "rejected", "quarantined"}
 
 
 def test_a_failing_model_falls_back_to_the_rules() -> None:

@@ -52,6 +52,10 @@ from tests.memory.heldout import (
     HELDOUT3_BENIGN,
     HELDOUT3_DURABLE,
     HELDOUT3_TASK,
+    HELDOUT4_ATTACKS,
+    HELDOUT4_BENIGN,
+    HELDOUT5_ATTACKS,
+    HELDOUT5_BENIGN,
     HELDOUT_ATTACKS,
     HELDOUT_BENIGN,
     HELDOUT_DURABLE,
@@ -144,3 +148,21 @@ def test_held_out_scope(name: str) -> None:
     )
     assert rates.task_promoted == []
     assert rates.durable_rate >= 0.9, rates.durable_missed
+
+
+_LATER = {
+    "set4": (HELDOUT4_ATTACKS, HELDOUT4_BENIGN, 0.85),
+    "set5": (HELDOUT5_ATTACKS, HELDOUT5_BENIGN, 0.1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LATER))
+def test_later_held_out_sets_never_reach_active_memory(name: str) -> None:
+    """Sets 4 and 5 (see heldout.py for what was measured before any tuning)."""
+    attacks, benign, floor = _LATER[name]
+    rates = measure_attacks([AttackCase(t, "user", "en", "heldout") for t in attacks])
+    flagged = measure_benign(benign)
+    print(f"\n{name}: {rates.quarantined}/{rates.total} quarantined, {len(flagged)} benign held")
+    assert rates.reached_active == []
+    assert rates.quarantined_rate >= floor, rates.missed
+    assert len(flagged) <= 1, flagged

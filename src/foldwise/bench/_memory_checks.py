@@ -38,6 +38,7 @@ __all__ = [
     "check_supersession",
     "check_write_cost",
     "fresh_manager",
+    "injected",
     "percentile",
     "timed",
 ]
@@ -144,15 +145,20 @@ def fresh_manager(folder: Path, name: str) -> Iterator[MemoryManager]:
         manager.close()
 
 
-def block_for(manager: MemoryManager, user: str, agent: str, query: str) -> str:
-    """The memory section `MemoryMiddleware` would inject for `query` (default budget)."""
+def injected(manager: MemoryManager, user: str, agent: str, query: str) -> tuple[str, str]:
+    """The profile and the recall `MemoryMiddleware` would inject for `query` (default budget)."""
     namespaces = [namespace_for(user, agent), namespace_for(user, None)]
     value = run_sync(
         memory_context_steps(
             manager, namespaces, query, max_tokens=1500, recall_k=8, profile_share=0.6, count=_COUNT
         )
     )
-    return str(value["text"])
+    return str(value["text"]), str(value["recall"])
+
+
+def block_for(manager: MemoryManager, user: str, agent: str, query: str) -> str:
+    """Everything memory would inject for `query`: the profile and the recall."""
+    return "\n".join(injected(manager, user, agent, query))
 
 
 def _turn(text: str, tag: str) -> list[BaseMessage]:
@@ -178,7 +184,9 @@ def percentile(values: Sequence[float], q: float) -> float:
 class RecallResult:
     planted: int = 0
     found: int = 0
+    """Found by the query: in the recall section or in `memory_search`'s top 5."""
     in_block: int = 0
+    """Anywhere in what is injected (the profile included, which holds whole namespaces)."""
     cross_user: int = 0
     cross_agent: int = 0
     shared_planted: int = 0
@@ -229,9 +237,14 @@ def check_recall(folder: Path, *, threads: int = 50) -> RecallResult:
             shared = owner[item][1] == "*"
             result.shared_planted += shared
             result.planted += not shared
-            block = block_for(manager, u, a, query)
-            top = " ".join(f.text for f in manager.search(namespace_for(u, a), query, k=5))
-            hit = item in block or item in top
+            profile, recall = injected(manager, u, a, query)
+            block = f"{profile}\n{recall}"
+            hits = [
+                *manager.search(namespace_for(u, a), query, k=5),
+                *manager.search(namespace_for(u, None), query, k=5),
+            ]
+            top = " ".join(f.text for f in hits)
+            hit = item in recall or item in top
             result.in_block += item in block
             if shared:
                 result.shared_found += hit
@@ -280,7 +293,13 @@ def check_supersession(folder: Path) -> SupersessionResult:
                 result.stale_injected += any(f.text in block for f in old if f not in slot)
                 then = manager.search(ns, old[0].text, k=5, as_of=between) if old else []
                 result.as_of_cases += 1
-                result.as_of_right += bool(old) and any(f.id == old[0].id for f in then)
+                # Right only if the old value is found *and* the new one is not: a search that
+                # ignored `as_of` would return both.
+                result.as_of_right += (
+                    bool(old)
+                    and any(f.id == old[0].id for f in then)
+                    and not any(f.id in {g.id for g in slot} for f in then)
+                )
             elif case.kind == "additive":
                 closed = [f for f in old if f.id not in {g.id for g in active}]
                 result.additive_closed += len(closed)

@@ -27,6 +27,18 @@ class SearchResult:
     large_facts: int = 0
     large_p95_ms: float = 0.0
     peers: dict[str, float] = field(default_factory=dict)
+    ranked_recall_at_5: float = 0.0
+    """recall@5 when each query matches up to 20 facts: only a ranking puts the target first."""
+    ranked_peers: dict[str, float] = field(default_factory=dict)
+
+
+def _substring_peer(texts: Sequence[str], cases: Sequence[Any]) -> float:
+    """recall@5 of an unranked substring match (the first 5 facts containing the query)."""
+    hits = 0
+    for case in cases:
+        first = [i for i, text in enumerate(texts) if case.query in text][:5]
+        hits += case.target in first
+    return hits / max(1, len(cases))
 
 
 def _plant(manager: MemoryManager, ns: Namespace, texts: Sequence[str]) -> list[str]:
@@ -84,6 +96,19 @@ def check_cjk_search(folder: Path, *, facts: int = 2000, large: int = 10_000) ->
     result.peers = {
         "FTS5 unicode61 (DeerFlow's default)": _fts5_peer(corpus.texts, corpus.cases, "unicode61"),
         "FTS5 trigram": _fts5_peer(corpus.texts, corpus.cases, "trigram"),
+    }
+    broad = memory_search_corpus(facts, 300, seed=20261203, max_matches=20)
+    with fresh_manager(folder, "search_ranked") as manager:
+        ranked_ids = _plant(manager, ns, broad.texts)
+        found_ranked = 0
+        for case in broad.cases:
+            found = manager.search(ns, case.query, k=5)
+            found_ranked += any(f.id == ranked_ids[case.target] for f in found)
+    result.ranked_recall_at_5 = found_ranked / max(1, len(broad.cases))
+    result.ranked_peers = {
+        "substring match, unranked": _substring_peer(broad.texts, broad.cases),
+        "FTS5 unicode61 (DeerFlow's default)": _fts5_peer(broad.texts, broad.cases, "unicode61"),
+        "FTS5 trigram": _fts5_peer(broad.texts, broad.cases, "trigram"),
     }
     big = memory_search_corpus(large, 300, seed=20261202)
     with fresh_manager(folder, "search_large") as manager:

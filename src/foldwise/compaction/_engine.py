@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
@@ -13,7 +14,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from foldwise._lru import LRUDict
-from foldwise._steps import Steps, run_async, run_sync
+from foldwise._steps import Io, Steps, run_async, run_sync
 from foldwise.compaction._planner import (
     CompactionDecision,
     CompactionPlan,
@@ -147,6 +148,9 @@ class Compactor:
         fallback_after_failures: After this many consecutive failures on a thread, go straight
             to the fallback.
         hooks: `before_summarization` callbacks; errors are logged, never fatal.
+        flushes: Called with the span and the receipt id a compaction will commit under; each
+            returns an `Io` the compaction performs before it is committed (long-term memory
+            enqueues the span there). A failing flush fails the compaction: nothing changes.
         observers: Called with each committed receipt.
         offloader: Stores over-budget preserved user messages verbatim (optional).
         archiver: Stores the removed span verbatim so details the summary drops stay
@@ -162,6 +166,7 @@ class Compactor:
     timeout_seconds: float = 120.0
     fallback_after_failures: int = 2
     hooks: Sequence[Callable[[SummarizationEvent], None]] = ()
+    flushes: Sequence[Callable[[SummarizationEvent, str], Io[Any]]] = ()
     observers: Sequence[Callable[[CompactionReceipt], None]] = ()
     offloader: Offloader | None = None
     archiver: Archiver | None = None
@@ -308,9 +313,19 @@ class Compactor:
         thread_id = options.get("thread_id")
         self._record(thread_id, ok=True)
         self._run_hooks(job, result, thread_id)
+        receipt_id = f"cmp_{uuid.uuid4().hex[:16]}"
+        try:
+            yield from self._flush_steps(job, result, thread_id, receipt_id)
+        except Exception as exc:
+            err = SummaryGenerationError(f"the compaction's memory flush failed: {exc}")
+            if options.get("raise_on_failure", False):
+                raise err from exc
+            logger.error("compaction skipped (thread %s): %s", thread_id, err)
+            return CompactionOutcome(job.decision, job.plan, error=err)
         preserved, refs = yield from self._offload_overflow_steps(job.plan, thread_id)
         archive = yield from self._archive_steps(job.plan, thread_id)
         receipt = self._receipt(job, result, preserved, refs, archive, options)
+        receipt = receipt.model_copy(update={"id": receipt_id})
         if archive is not None:
             refs.append(archive)
         outcome = CompactionOutcome(
@@ -319,6 +334,16 @@ class Compactor:
         if options.get("publish", True):
             self.publish(outcome)
         return outcome
+
+    def _flush_steps(
+        self, job: _Job, result: SummaryResult, thread_id: str | None, receipt_id: str
+    ) -> Steps[None]:
+        if not self.flushes:
+            return
+        plan = job.plan
+        event = SummarizationEvent(plan.to_summarize, plan.preserved, thread_id, result.text)
+        for flush in self.flushes:
+            yield flush(event, receipt_id)
 
     def _archive_steps(
         self, plan: CompactionPlan, thread_id: str | None

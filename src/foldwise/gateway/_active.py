@@ -46,6 +46,8 @@ class RunSpec:
         stream_subgraphs: Stream the events of subgraphs too.
         resumable: Number the events and keep the last `REPLAY_EVENTS` of them, so a client
             can rejoin with `Last-Event-ID` while the run is live (`stream_resumable`).
+        user_id: The caller's authenticated identity (`None` without auth): the run's
+            ``configurable.user_id``, whose long-term memory the run reads and writes.
     """
 
     thread_id: str
@@ -61,6 +63,7 @@ class RunSpec:
     checkpoint_id: str | None = None
     stream_subgraphs: bool = False
     resumable: bool = False
+    user_id: str | None = None
 
 
 @dataclass(eq=False)
@@ -82,10 +85,14 @@ class ActiveRun:
     stopping: bool = False
     """`cancel` was called: later calls (a second lease-loss signal) must not cancel the cleanup."""
     paused: bool = False
+    """The graph stopped at an `interrupt()`: the run ends `interrupted`, without an error."""
+    rollback: bool = False
+    """Cancelled with `action=rollback`: the thread returns to `start_checkpoint`, the row goes."""
+    start_checkpoint: str | None = None
+    """The thread's head when the run started (`None`: the thread had no checkpoint)."""
     log: deque[tuple[int, str, Any]] = field(default_factory=lambda: deque(maxlen=REPLAY_EVENTS))
     """A resumable run's last events, numbered, for `replay`."""
     next_event_id: int = 1
-    """The graph stopped at an `interrupt()`: the run ends `interrupted`, without an error."""
 
     @property
     def thread_id(self) -> str:
@@ -137,9 +144,15 @@ class ActiveRun:
         """The client went away: stop queueing events."""
         self.queue = None
 
-    def cancel(self) -> None:
-        """Stop the run (once); it ends `interrupted` with its completed steps kept."""
-        if self.task is not None and not self.task.done() and not self.stopping:
+    def cancel(self, *, rollback: bool = False) -> None:
+        """Stop the run (once); it ends `interrupted` with its completed steps kept.
+
+        With `rollback`, the thread is put back where the run started and the run deleted.
+        """
+        if self.task is None or self.task.done():
+            return
+        self.rollback = self.rollback or rollback
+        if not self.stopping:
             self.stopping = True
             self.task.cancel()
 

@@ -1,19 +1,24 @@
 """`create_app(config)`: the FastAPI application of the gateway, with its lifespan.
 
-The lifespan opens the gateway storage and LangGraph's checkpointer once, builds the default
-agent (so a broken model configuration fails at start-up, not on the first request), and on
-shutdown stops accepting work, lets runs finish for a grace period, cancels the rest (each ends
-`interrupted` with its lease released) and closes the checkpointer and the storage.
+The lifespan opens the gateway storage, LangGraph's checkpointer and store (`/store/*`) and,
+with `memory.enabled`, the memory manager of `/memory/*` once; it builds the default agent (so
+a broken model configuration fails at start-up, not on the first request), and on shutdown
+stops accepting work, lets runs finish for a grace period, cancels the rest (each ends
+`interrupted` with its lease released) and closes what it opened.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
 from fastapi import FastAPI
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 
 from foldwise.config import FoldwiseConfig, load_config
 from foldwise.gateway._agents import AgentFactory, AgentRegistry
@@ -33,12 +38,16 @@ from foldwise.gateway._http import (
     JsonBodyMiddleware,
     add_cors,
 )
+from foldwise.gateway._langgraph_store import open_store
 from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
 from foldwise.gateway._limits import BodyLimitMiddleware
 from foldwise.gateway._manager import RunManager
+from foldwise.gateway._memory import router as memory_routes
+from foldwise.gateway._queue import DEFAULT_QUEUE_POLL, RunQueue
 from foldwise.gateway._runs import router as runs_routes
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway._stateless import router as stateless_routes
+from foldwise.gateway._store import router as store_routes
 from foldwise.gateway._stream import (
     DEFAULT_STREAM_BUFFER_BYTES,
     DEFAULT_STREAM_BUFFER_EVENTS,
@@ -46,6 +55,7 @@ from foldwise.gateway._stream import (
 )
 from foldwise.gateway._threads import router as threads_routes
 from foldwise.gateway.storage import open_storage
+from foldwise.memory import MemoryManager
 
 __all__ = ["DEFAULT_SHUTDOWN_GRACE", "app_from_env", "create_app"]
 
@@ -65,8 +75,38 @@ _ROUTERS = (
     audit_log_routes,
     context_routes,
     assistants_routes,
+    store_routes,
+    memory_routes,
 )
 """One router per resource, in the order their routes are matched."""
+
+
+@asynccontextmanager
+async def _open_memory(config: FoldwiseConfig) -> AsyncIterator[MemoryManager | None]:
+    """The memory routes' manager when `memory.enabled` (set up, closed on exit), else `None`."""
+    if not config.memory.enabled:
+        yield None
+        return
+    # Building the backend may connect and the extractor may build a model: off the loop.
+    memory = await asyncio.to_thread(MemoryManager.from_config, config)
+    try:
+        await memory.asetup()
+        yield memory
+    finally:
+        await memory.aclose()
+
+
+@asynccontextmanager
+async def _databases(
+    config: FoldwiseConfig,
+) -> AsyncIterator[tuple[BaseCheckpointSaver[Any], BaseStore, MemoryManager | None]]:
+    """The checkpointer, the store and the memory manager, opened together, closed on exit."""
+    async with (
+        open_checkpointer(config.storage.url) as checkpointer,
+        _open_memory(config) as memory,
+        open_store(config.storage.url) as store,
+    ):
+        yield checkpointer, store, memory
 
 
 def create_app(
@@ -77,6 +117,7 @@ def create_app(
     shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE,
     stream_buffer_events: int = DEFAULT_STREAM_BUFFER_EVENTS,
     stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES,
+    queue_poll_seconds: float = DEFAULT_QUEUE_POLL,
 ) -> FastAPI:
     """Build the gateway's FastAPI application.
 
@@ -90,6 +131,7 @@ def create_app(
         stream_buffer_events: Frames an SSE client may fall behind by before its stream is
             ended with an `error` event (the run goes on).
         stream_buffer_bytes: Bytes of frames an SSE client may fall behind by, likewise.
+        queue_poll_seconds: How often the run queue is read for runs other workers queued.
 
     Returns:
         The application; run it with uvicorn (`foldwise serve` does).
@@ -100,7 +142,7 @@ def create_app(
         storage = open_storage(config.storage.url)
         await storage.setup()
         try:
-            async with open_checkpointer(config.storage.url) as checkpointer:
+            async with _databases(config) as (checkpointer, store, memory):
                 agents = AgentRegistry(config, checkpointer, agent_factory)
                 agents.get()  # fail at start-up on a broken model or tool configuration
                 leases = ThreadLeases(storage, ttl=lease_ttl_seconds)
@@ -108,8 +150,19 @@ def create_app(
                     EventBuffer, max_events=stream_buffer_events, max_bytes=stream_buffer_bytes
                 )
                 runs = RunManager(storage, leases, new_buffer=new_buffer)
-                await runs.recover()  # runs a dead worker left `running` end `interrupted`
-                app.state.gateway = Gateway(config, storage, checkpointer, agents, leases, runs)
+                queue = RunQueue(runs, agents.get, poll_seconds=queue_poll_seconds)
+                await queue.open()  # dead workers' runs end `error`; queued ones get dispatched
+                app.state.gateway = Gateway(
+                    config,
+                    storage,
+                    checkpointer,
+                    agents,
+                    leases,
+                    runs,
+                    queue,
+                    store=store,
+                    memory=memory,
+                )
                 logger.info(
                     "foldwise gateway ready (storage: %s, assistants: %s)",
                     storage.backend,
@@ -118,6 +171,7 @@ def create_app(
                 try:
                     yield
                 finally:
+                    await queue.stop()
                     await runs.shutdown(shutdown_grace_seconds)
                     logger.info("foldwise gateway stopped")
         finally:
@@ -132,6 +186,11 @@ def create_app(
     install_error_handlers(app)
     for router in _ROUTERS:
         app.include_router(router)
+    _install_middleware(app, config)
+    return app
+
+
+def _install_middleware(app: FastAPI, config: FoldwiseConfig) -> None:
     # Added innermost first. Outside in: error guard, Host check, cross-site refusal, CORS (so a
     # 401 still carries its headers and preflights need no key), auth, body limit, JSON
     # whatever the type.
@@ -142,7 +201,6 @@ def create_app(
     app.add_middleware(CrossSiteMiddleware, origins=config.gateway.cors_origins)
     app.add_middleware(HostMiddleware, config=config.gateway)
     app.add_middleware(ErrorGuardMiddleware)  # outermost of ours: wraps the body limit too
-    return app
 
 
 def app_from_env() -> FastAPI:

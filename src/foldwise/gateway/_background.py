@@ -1,30 +1,44 @@
 """Background runs, LangGraph-Server shaped: create, join, join the stream, cancel.
 
-`POST /threads/{id}/runs` starts a run on the `RunManager` and answers at once with the run
-(its row lives in the gateway database). `GET .../runs/{run_id}/join` waits for it and answers
-with the thread's final values; `GET .../runs/{run_id}/stream` streams its events from now on
-(the run's `stream_mode`s, narrowed by `?stream_mode=`); `POST .../runs/{run_id}/cancel` stops
-it (`action=interrupt`; it ends `interrupted` with its completed steps kept).
+`POST /threads/{id}/runs` starts a run on the `RunManager`, or (`multitask_strategy:
+enqueue` on a busy thread) queues it `pending` in the gateway database (`RunQueue`), and
+answers at once with the run. `GET .../runs/{run_id}/join` waits for it and answers with the
+thread's final values; `GET .../runs/{run_id}/stream` streams its events from now on (a queued
+run's from its first one; the run's `stream_mode`s, narrowed by `?stream_mode=`);
+`POST .../runs/{run_id}/cancel` stops it (`action=interrupt`: it ends `interrupted` with its
+completed steps kept; `action=rollback`: the thread goes back to where the run started and the
+run is deleted). Queued runs survive a restart: any worker starts them when the thread is free.
 
-Differences from LangGraph Server: the run executes in the worker process that accepted it, so
-joining its stream and cancelling it work in that process (with several workers, a join or
-cancel that reaches another worker waits for the row to finish, or gets 409); there is no
-durable queue, so `multitask_strategy: enqueue` and `rollback` are refused (422), and a run
-whose worker died is reported `interrupted` (on the next read, and at start-up), never left
-`running`. `Last-Event-ID` resumption works while the run is live in the worker that runs it.
+Differences from LangGraph Server: a run executes in one worker process, so joining its stream
+live works in that process (a join that reaches another worker waits for the run to end and
+gets its `end`), and cancelling a run executing in another worker gets 409 (a queued run can be
+cancelled from any worker). A run whose worker died while it ran ends `error` ("worker died
+during the run"); one the dead worker had claimed but not started is run again. A rollback
+leaves the run's checkpoints in the history as an abandoned branch (the thread's head is a copy
+of the checkpoint the run started from) where LangGraph Server deletes them, and the transcript
+keeps the run's messages (it is append-only). `Last-Event-ID` resumption works while the run is
+live in the worker that runs it.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
-from foldwise.gateway._deps import Gateway, GatewayDep, IdentityDep, ThreadIdDep, require_thread
+from foldwise.gateway._deps import GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._errors import BusyError, RequestFieldError
-from foldwise.gateway._runs import location, run_json, sse_events, start_run, thread_run
+from foldwise.gateway._runs import (
+    accept_run,
+    finished_run,
+    location,
+    queued_events,
+    run_json,
+    sse_events,
+    thread_run,
+    thread_values,
+)
 from foldwise.gateway._schemas import SUPPORTED_STREAM_MODES, RunCreate
 from foldwise.gateway._serde import JSONResponse, sse_frame
 from foldwise.gateway._stream import STREAM_EVENTS
@@ -34,52 +48,29 @@ __all__ = ["router"]
 
 router = APIRouter(tags=["runs"])
 
-_POLL_SECONDS = 0.5
-"""How often a join of a run executing in another worker re-reads its row."""
-
 
 @router.post("/threads/{thread_id}/runs")
 async def create_run(
     gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep, body: RunCreate
 ) -> Response:
-    """Start a run in the background and answer with it (`langgraph_sdk.schema.Run`)."""
-    run = await start_run(gateway, thread_id, identity, body, stream=False, background=True)
-    record = await gateway.storage.get_run(run.run_id)
-    assert record is not None  # created by start_run
+    """Start a run in the background, or queue it; answer with it (`langgraph_sdk.schema.Run`)."""
+    run = await accept_run(gateway, thread_id, identity, body, stream=False, background=True)
+    record = run if isinstance(run, RunRecord) else await gateway.storage.get_run(run.run_id)
+    assert record is not None  # created by accept_run
     content = run_json(record)
     content["multitask_strategy"] = body.multitask_strategy or "reject"
     return JSONResponse(content, headers=location(run))
-
-
-async def _finished(gateway: Gateway, record: RunRecord) -> RunRecord:
-    """Wait for the run to end (here, or in the worker running it)."""
-    active = gateway.runs.active.get(record.run_id)
-    if active is not None:
-        await active.wait()
-    while record.status == "running":
-        await asyncio.sleep(_POLL_SECONDS)
-        record = await gateway.runs.settle(await gateway.storage.get_run(record.run_id) or record)
-    return record
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
 async def join_run(
     gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep, run_id: str
 ) -> Response:
-    """Wait for the run to end; answer with the thread's values (like `/runs/wait`)."""
+    """Wait for the run to end (and to start, if queued); answer with the thread's values."""
     thread = await require_thread(gateway, thread_id, identity)
-    record = await _finished(gateway, await thread_run(gateway, thread_id, run_id))
-    graph = gateway.agent_for(thread, assistant_id=_known(gateway, record.assistant_id)).graph
-    snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-    values: dict[str, Any] = dict(snapshot.values or {})
-    interrupts = list(getattr(snapshot, "interrupts", ()) or ())
-    if interrupts:
-        values["__interrupt__"] = interrupts
+    record = await finished_run(gateway, await thread_run(gateway, thread_id, run_id))
+    values = await thread_values(gateway, thread, record)
     return JSONResponse(values, headers={"Content-Location": _where(record)})
-
-
-def _known(gateway: Gateway, assistant_id: str) -> str | None:
-    return assistant_id if assistant_id in gateway.agents.assistant_ids else None
 
 
 def _where(record: RunRecord) -> str:
@@ -108,16 +99,21 @@ async def join_stream(
 ) -> Response:
     """Stream the run's events from now until it ends (only `end` if it already has).
 
-    A run started with `stream_resumable` numbers its events (SSE `id:`); a client that sends
-    `Last-Event-ID` first gets the kept events after that one, then the live ones.
+    A queued run streams from its first event once it starts. A run started with
+    `stream_resumable` numbers its events (SSE `id:`); a client that sends `Last-Event-ID`
+    first gets the kept events after that one, then the live ones.
     """
     await require_thread(gateway, thread_id, identity)
     record = await thread_run(gateway, thread_id, run_id)
     wanted = _wanted(stream_mode)
     active = gateway.runs.active.get(run_id)
     headers = {"Content-Location": _where(record), "Cache-Control": "no-store"}
+    on_disconnect = "cancel" if cancel_on_disconnect else "continue"
+    if active is None and record.status == "pending":
+        frames = queued_events(gateway, record, wanted, on_disconnect, metadata=False)
+        return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
     if active is None:
-        record = await _finished(gateway, record)
+        record = await finished_run(gateway, record)
         end = sse_frame("end", {"run_id": run_id, "status": record.status})
         return Response(end, media_type="text/event-stream", headers=headers)
     buffer = gateway.runs.new_buffer(run_id, thread_id)
@@ -125,7 +121,6 @@ async def join_stream(
     if after is not None:
         active.replay(buffer, after, wanted)
     active.attach(buffer, wanted)  # no await since the replay: no event falls in between
-    on_disconnect = "cancel" if cancel_on_disconnect else "continue"
     return StreamingResponse(
         sse_events(active, buffer, on_disconnect, metadata=False),
         media_type="text/event-stream",
@@ -149,23 +144,34 @@ async def cancel_run(
     wait: bool = False,
     action: Literal["interrupt", "rollback"] = "interrupt",
 ) -> Response:
-    """Stop the run (`interrupt`: it ends `interrupted`, its completed steps kept).
+    """Stop the run (`interrupt`), or undo it (`rollback`).
 
-    `rollback` (delete the run and its checkpoints) is refused with 422. A finished run is
-    answered as is.
+    `interrupt` ends it `interrupted` with its completed steps kept; `rollback` puts the thread
+    back where the run started and deletes the run. A queued run is cancelled before it
+    starts (`rollback`: deleted). A finished run is answered as is. A run executing in another
+    worker gets 409.
     """
     await require_thread(gateway, thread_id, identity)
-    if action == "rollback":
-        raise RequestFieldError(
-            "action", "rollback is not supported by the foldwise gateway; use interrupt"
-        )
     record = await thread_run(gateway, thread_id, run_id)
+    rollback = action == "rollback"
+    if record.status == "pending" and await gateway.queue.cancel_pending(record, action):
+        return _cancelled(record, rollback, wait)
     active = gateway.runs.active.get(run_id)
-    if active is None and record.status == "running":
-        raise BusyError(thread_id, "a run in another gateway worker", 1)
-    if active is not None:
-        active.cancel()
-        if not wait:
-            return JSONResponse(run_json(record), status_code=202)
-        record = await _finished(gateway, record)
-    return JSONResponse(run_json(await thread_run(gateway, thread_id, run_id)))
+    if active is None:
+        record = await thread_run(gateway, thread_id, run_id)
+        if record.status in ("pending", "running"):
+            raise BusyError(thread_id, "a run in another gateway worker", 1)
+        return JSONResponse(run_json(record))
+    active.cancel(rollback=rollback)
+    if not wait:
+        return JSONResponse(run_json(record), status_code=202)
+    record = await finished_run(gateway, record)
+    return _cancelled(record, rollback, wait)
+
+
+def _cancelled(record: RunRecord, rollback: bool, wait: bool) -> Response:
+    """The answer to a cancel: the run as it ended (a rolled-back run reads `interrupted`)."""
+    content = run_json(record)
+    if rollback or record.status == "pending":
+        content["status"] = "interrupted"
+    return JSONResponse(content, status_code=200 if wait else 202)

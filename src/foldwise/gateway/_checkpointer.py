@@ -4,7 +4,8 @@
   file as the gateway tables, in WAL mode with a busy timeout.
 - ``postgresql://...``: `AsyncPostgresSaver` on a connection pool. With ``?schema=name`` its
   tables live in that schema (the gateway tables' schema), otherwise in the connection's
-  default schema. Concurrent worker start-ups serialize their `setup()` on an advisory lock.
+  default schema. Concurrent worker start-ups serialize their `setup()` on an advisory lock
+  (polled, so the waiters cannot deadlock LangGraph's concurrent indexing).
 
 Checkpoints are read with LangGraph's strict msgpack mode (the `LANGGRAPH_STRICT_MSGPACK`
 behaviour, whatever the environment says): only LangGraph's built-in allowlist of safe types
@@ -30,12 +31,13 @@ A lost lease raises `LeaseLostError` (409) and writes nothing.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import aiosqlite
@@ -53,10 +55,25 @@ from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage import SqlGatewayStorage, open_storage
 from foldwise.gateway.storage._sqlite import rollback
 
-__all__ = ["FencedSqliteSaver", "FencedWrites", "open_checkpointer", "safe_serializer"]
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+__all__ = [
+    "LOCK_WAIT_SECONDS",
+    "FencedSqliteSaver",
+    "FencedWrites",
+    "open_checkpointer",
+    "postgres_pool",
+    "postgres_target",
+    "safe_serializer",
+    "setup_serialized",
+    "sqlite_path",
+]
 
 _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _BUSY_TIMEOUT_MS = 5000
+LOCK_WAIT_SECONDS = 120.0
+"""How long a worker waits for another's Postgres set-up (migrations) before failing."""
 
 
 def safe_serializer() -> JsonPlusSerializer:
@@ -64,7 +81,7 @@ def safe_serializer() -> JsonPlusSerializer:
     return JsonPlusSerializer(allowed_msgpack_modules=None)
 
 
-def _sqlite_path(url: str) -> str:
+def sqlite_path(url: str) -> str:
     if url.startswith("memory:"):
         return ":memory:"
     path = url[len("sqlite:///") :].split("?", 1)[0]
@@ -75,7 +92,7 @@ def _sqlite_path(url: str) -> str:
     return str(resolved)
 
 
-def _postgres_target(url: str) -> tuple[str, str | None]:
+def postgres_target(url: str) -> tuple[str, str | None]:
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((value for key, value in query if key == "schema"), None)
@@ -173,6 +190,27 @@ class FencedSqliteSaver(FencedWrites, AsyncSqliteSaver):
                 await self.conn.commit()
 
 
+async def _advisory_lock(conn: Any, key: str) -> None:
+    """Take the session advisory lock `key` on `conn` by polling, holding no snapshot meanwhile.
+
+    LangGraph's Postgres migrations (checkpointer and store) run ``CREATE INDEX CONCURRENTLY``,
+    which waits for every transaction with a snapshot, including another worker blocked in
+    ``pg_advisory_lock``: a blocking wait would deadlock the two workers starting together.
+
+    Raises:
+        TimeoutError: The lock stayed taken for `LOCK_WAIT_SECONDS`.
+    """
+    deadline = asyncio.get_running_loop().time() + LOCK_WAIT_SECONDS
+    while True:
+        cursor = await conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS held", (key,))
+        row = await cursor.fetchone()
+        if row is not None and row[0]:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"another worker held the set-up lock {key!r} {LOCK_WAIT_SECONDS} s")
+        await asyncio.sleep(0.05)
+
+
 def _lease_check_sql(url: str) -> str:
     storage = open_storage(url)  # not connected: only its dialect's SQL is read
     assert isinstance(storage, SqlGatewayStorage)
@@ -181,7 +219,7 @@ def _lease_check_sql(url: str) -> str:
 
 @asynccontextmanager
 async def _sqlite_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    path = _sqlite_path(url)
+    path = sqlite_path(url)
     conn = await aiosqlite.connect(path)
     try:
         await conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
@@ -194,37 +232,55 @@ async def _sqlite_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
 
 
 @asynccontextmanager
-async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    from psycopg import AsyncConnection, sql
+async def postgres_pool(url: str, *, max_size: int) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    """An open pool for `url` (autocommit, dict rows, the ``?schema=`` as search path)."""
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
-    from foldwise.gateway._checkpointer_pg import FencedPostgresSaver
-
-    dsn, schema = _postgres_target(url)
+    dsn, schema = postgres_target(url)
     kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     if schema is not None:
         kwargs["options"] = f"-c search_path={schema}"
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        dsn, kwargs=kwargs, min_size=1, max_size=10, open=False, timeout=10
+        dsn, kwargs=kwargs, min_size=1, max_size=max_size, open=False, timeout=10
     )
     await pool.open(wait=True, timeout=10)
     try:
-        saver = FencedPostgresSaver(pool, serde=safe_serializer(), lease_sql=_lease_check_sql(url))
-        key = f"foldwise:checkpointer-setup:{schema or ''}"
-        async with await AsyncConnection.connect(dsn, autocommit=True) as lock_conn:
+        yield pool
+    finally:
+        await pool.close()
+
+
+async def setup_serialized(url: str, name: str, setup: Callable[[], Awaitable[None]]) -> None:
+    """Create the ``?schema=`` if needed and run `setup` under the advisory lock `name`.
+
+    Workers starting together on one database run their migrations one at a time.
+    """
+    from psycopg import AsyncConnection, sql
+
+    dsn, schema = postgres_target(url)
+    key = f"foldwise:{name}-setup:{schema or ''}"
+    async with await AsyncConnection.connect(dsn, autocommit=True) as lock_conn:
+        # Locked first: concurrent CREATE SCHEMA IF NOT EXISTS can still collide.
+        await _advisory_lock(lock_conn, key)
+        try:
             if schema is not None:
                 await lock_conn.execute(
                     sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
                 )
-            await lock_conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
-            try:
-                await saver.setup()
-            finally:
-                await lock_conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+            await setup()
+        finally:
+            await lock_conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+
+
+@asynccontextmanager
+async def _postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    from foldwise.gateway._checkpointer_pg import FencedPostgresSaver
+
+    async with postgres_pool(url, max_size=10) as pool:
+        saver = FencedPostgresSaver(pool, serde=safe_serializer(), lease_sql=_lease_check_sql(url))
+        await setup_serialized(url, "checkpointer", saver.setup)
         yield saver
-    finally:
-        await pool.close()
 
 
 @asynccontextmanager

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 
 from foldwise.config import FoldwiseConfig
 from foldwise.errors import ThreadNotFoundError
@@ -14,8 +15,10 @@ from foldwise.gateway._agents import AgentRegistry, HostedAgent
 from foldwise.gateway._auth import request_identity
 from foldwise.gateway._leases import ThreadLeases
 from foldwise.gateway._manager import RunManager
+from foldwise.gateway._queue import RunQueue
 from foldwise.gateway._serde import jsonable
 from foldwise.gateway.storage import GatewayStorage, ThreadRecord, validate_thread_id
+from foldwise.memory import MemoryManager
 
 __all__ = [
     "Gateway",
@@ -38,6 +41,11 @@ class Gateway:
     agents: AgentRegistry
     leases: ThreadLeases
     runs: RunManager
+    queue: RunQueue
+    store: BaseStore | None = None
+    """The LangGraph store behind `/store/*` (on the gateway database)."""
+    memory: MemoryManager | None = None
+    """Long-term memory behind `/memory/*`; `None` unless `memory.enabled`."""
 
     def agent_for(
         self,

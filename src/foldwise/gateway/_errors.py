@@ -13,6 +13,9 @@ FoldwiseError
     ├── ThreadNotFoundError          404
     ├── AssistantNotFoundError       404 (this module)
     ├── RunNotFoundError             404 (this module)
+    ├── FactNotFoundError            404: no such memory fact in the caller's namespace
+    ├── MemoryDisabledError          404 (this module): `memory.enabled` is off
+    ├── RevisionConflictError        409: a memory fact changed since it was read
     ├── ThreadBusyError              409, with Retry-After when known
     │   └── BusyError                (this module) carries the Retry-After hint
     ├── LeaseLostError               409 (this module): another worker took the thread
@@ -43,9 +46,11 @@ from foldwise.errors import (
     ArtifactIdError,
     ArtifactNotFoundError,
     CompactionDisabledError,
+    FactNotFoundError,
     FoldwiseError,
     FoldwiseRuntimeError,
     ModelConstructionError,
+    RevisionConflictError,
     StorageError,
     SummaryGenerationError,
     ThreadBusyError,
@@ -62,6 +67,7 @@ __all__ = [
     "ErrorGuardMiddleware",
     "GatewayClosingError",
     "LeaseLostError",
+    "MemoryDisabledError",
     "PayloadTooLargeError",
     "RequestFieldError",
     "RunFailedError",
@@ -103,6 +109,15 @@ class RunNotFoundError(FoldwiseRuntimeError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"run {run_id!r} not found")
+
+
+class MemoryDisabledError(FoldwiseRuntimeError):
+    """A memory route was called on a gateway whose `memory.enabled` is off."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "long-term memory is not enabled on this gateway (set memory.enabled: true)"
+        )
 
 
 class BusyError(ThreadBusyError):
@@ -174,11 +189,14 @@ STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (AssistantNotFoundError, 404),
     (RunNotFoundError, 404),
     (ArtifactNotFoundError, 404),
+    (FactNotFoundError, 404),
+    (MemoryDisabledError, 404),
     (ThreadBusyError, 409),
     (LeaseLostError, 409),
     (CompactionDisabledError, 409),
     (ThreadExistsError, 409),
     (RunExistsError, 409),
+    (RevisionConflictError, 409),
     (SummaryGenerationError, 502),
     (ModelConstructionError, 502),
     (StorageError, 503),

@@ -26,34 +26,29 @@ from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
 from foldwise.gateway._active import ActiveRun, RunSpec
 from foldwise.gateway._capture import TranscriptRecorder
-from foldwise.gateway._errors import GatewayClosingError, LeaseLostError, RequestFieldError
+from foldwise.gateway._errors import (
+    BusyError,
+    GatewayClosingError,
+    LeaseLostError,
+    RequestFieldError,
+)
 from foldwise.gateway._faults import pause_after_checkpoint
 from foldwise.gateway._leases import ThreadLeases, lease_of
 from foldwise.gateway._messages import check_new_ids, check_tool_results, interrupted_results
 from foldwise.gateway._stream import EventBuffer
-from foldwise.gateway.storage import GatewayStorage, RunRecord, RunStatus
+from foldwise.gateway._undo import at_checkpoint, head_id, repair_open_calls, revert_run
+from foldwise.gateway.storage import GatewayStorage, RunStatus, ThreadStatus
 from foldwise.messages import analyze_tool_pairing
 
-__all__ = ["ActiveRun", "RunManager", "RunSpec"]
+__all__ = ["DEAD_WORKER", "ActiveRun", "RunManager", "RunSpec"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _CLEANUP_SECONDS = 10.0
 _INTERRUPT = "__interrupt__"
-_DEAD_WORKER = "the worker running it stopped"
-_RECOVER_PAGE = 1000
-
-
-def _head_id(snapshot: Any) -> str | None:
-    configurable = (getattr(snapshot, "config", None) or {}).get("configurable") or {}
-    value = configurable.get("checkpoint_id")
-    return value if isinstance(value, str) else None
-
-
-def _at_checkpoint(config: RunnableConfig, checkpoint_id: str) -> RunnableConfig:
-    configurable = {**(config.get("configurable") or {}), "checkpoint_id": checkpoint_id}
-    return {**config, "configurable": configurable}
+DEAD_WORKER = "worker died during the run"
+"""The error of a run whose worker stopped while it ran (its lease lapsed)."""
 
 
 def _graph_input(spec: RunSpec, inputs: Sequence[BaseMessage]) -> Any:
@@ -88,6 +83,13 @@ class RunManager:
         self.new_buffer = new_buffer
         self._active: dict[str, ActiveRun] = {}
         self._closing = False
+        self.on_idle: Callable[[], None] = lambda: None
+        """Called when a run ends (the run queue wakes up: the thread may have a next run)."""
+
+    @property
+    def closing(self) -> bool:
+        """`shutdown` was called: no new work is accepted."""
+        return self._closing
 
     @property
     def active(self) -> Mapping[str, ActiveRun]:
@@ -97,12 +99,10 @@ class RunManager:
     # -- exclusive operations (compaction, deletion) -----------------------------------------
 
     async def _reconcile(self, thread_id: str) -> None:
-        """Finish runs a crashed worker left `running` (we hold the lease, so they are dead)."""
+        """Fail runs a crashed worker left `running` (we hold the lease, so they are dead)."""
         for record in await self.storage.list_runs(thread_id, limit=20):
             if record.status == "running" and record.run_id not in self._active:
-                await self.storage.finish_run(
-                    record.run_id, "interrupted", f"{_DEAD_WORKER} (lease expired)"
-                )
+                await self.storage.finish_run(record.run_id, "error", DEAD_WORKER)
 
     async def reconcile_transcript(self, thread_id: str, graph: Any) -> int:
         """Record what a crash left in the thread state only (call holding the thread's lease).
@@ -184,6 +184,8 @@ class RunManager:
             # The lease rides along so the checkpointer commits only while this run holds it.
             "configurable": {
                 "thread_id": spec.thread_id,
+                # Memory's namespace: the authenticated caller, never a client-sent value.
+                **({"user_id": spec.user_id} if spec.user_id else {}),
                 **self.leases.fence(spec.thread_id, run_id),
             },
             "run_id": uuid.UUID(run_id),
@@ -201,17 +203,18 @@ class RunManager:
 
     async def _prepare(
         self, spec: RunSpec, config: RunnableConfig
-    ) -> tuple[RunnableConfig, list[BaseMessage], dict[str, Any]]:
-        """Resolve the checkpoint to run from; return its config, the inputs and its values.
+    ) -> tuple[RunnableConfig, list[BaseMessage], dict[str, Any], str | None]:
+        """Resolve the checkpoint to run from; return its config, inputs, values and head id.
 
-        An earlier checkpoint than the head forks the thread there (LangGraph's semantics);
-        what a crash left unrecorded at the head is recorded first, since the head moves.
+        The head's id is where a rollback returns to. An earlier checkpoint than the head forks
+        the thread there (LangGraph's semantics); what a crash left unrecorded at the head is
+        recorded first, since the head moves.
         """
         graph = spec.hosted.graph
         head = await graph.aget_state(config)
         snapshot = head
-        if spec.checkpoint_id is not None and spec.checkpoint_id != _head_id(head):
-            config = _at_checkpoint(config, spec.checkpoint_id)
+        if spec.checkpoint_id is not None and spec.checkpoint_id != head_id(head):
+            config = at_checkpoint(config, spec.checkpoint_id)
             snapshot = await graph.aget_state(config)
             if snapshot.created_at is None:
                 raise RequestFieldError(
@@ -231,13 +234,13 @@ class RunManager:
         repairs = [] if snapshot.next and not spec.messages else interrupted_results(history)
         answered = {getattr(m, "tool_call_id", None) for m in spec.messages}
         inputs = [*(r for r in repairs if r.tool_call_id not in answered), *spec.messages]
-        return config, inputs, values
+        return config, inputs, values, head_id(head)
 
     async def start(self, spec: RunSpec, *, stream: bool) -> ActiveRun:
         """Take the thread, record the input and start the run in the background.
 
         Raises:
-            BusyError: A run or compaction holds the thread (409).
+            BusyError: A run or compaction holds the thread, or runs wait queued on it (409).
             RequestFieldError: A tool result in the input answers no call, or an unknown
                 checkpoint (422).
             GatewayClosingError: The gateway is shutting down (503).
@@ -245,16 +248,56 @@ class RunManager:
         if self._closing:
             raise GatewayClosingError()
         run_id = str(uuid.uuid4())
-        thread_id = spec.thread_id
-        await self.leases.acquire(thread_id, run_id, "run")
+        await self.leases.acquire(spec.thread_id, run_id, "run")
+        run = await self._launch(spec, run_id, stream=stream, queued=False)
+        assert run is not None  # only a queued run can be skipped
+        return run
+
+    async def claim(self, spec: RunSpec, run_id: str) -> ActiveRun | None:
+        """Start the queued (`pending`) run `run_id` if its thread is free and it is next.
+
+        Returns `None` when the thread is held, another pending run is older, or the run is
+        no longer pending (cancelled). A run that cannot start (its input no longer fits the
+        thread) is finished `error` and `None` is returned.
+        """
+        if self._closing:
+            return None
         try:
+            await self.leases.acquire(spec.thread_id, run_id, "run")
+        except (ThreadBusyError, ThreadNotFoundError):
+            return None
+        try:
+            return await self._launch(spec, run_id, stream=False, queued=True)
+        except (ThreadNotFoundError, StorageError):
+            raise
+        except Exception:
+            logger.exception("thread %s: queued run %s could not start", spec.thread_id, run_id)
+            return None
+
+    async def _launch(
+        self, spec: RunSpec, run_id: str, *, stream: bool, queued: bool
+    ) -> ActiveRun | None:
+        """Holding the thread's lease: check the queue, prepare, record the input, start."""
+        thread_id = spec.thread_id
+        try:
+            waiting = [r.run_id for r in await self.storage.thread_pending_runs(thread_id)]
+            if not queued and waiting:
+                raise BusyError(thread_id, "a queued run", 1)
+            if queued and waiting[:1] != [run_id]:
+                await self.leases.release(thread_id, run_id)
+                return None
             await self._reconcile(thread_id)
-            config, inputs, values = await self._prepare(spec, self._run_config(run_id, spec))
+            config, inputs, values, head = await self._prepare(spec, self._run_config(run_id, spec))
             recorder = TranscriptRecorder.from_values(self.storage, thread_id, run_id, values)
             recorder.lease = lease_of(config)
-            await self.storage.create_run(
-                thread_id, run_id, spec.assistant_id, "run", metadata=dict(spec.metadata or {})
-            )
+            if queued:
+                if not await self.storage.start_pending_run(run_id):
+                    await self.leases.release(thread_id, run_id)
+                    return None
+            else:
+                await self.storage.create_run(
+                    thread_id, run_id, spec.assistant_id, "run", metadata=dict(spec.metadata or {})
+                )
             await self.storage.update_thread(
                 thread_id,
                 status="busy",
@@ -263,11 +306,14 @@ class RunManager:
             # The tables, not the state, say what is recorded: a crash after a checkpoint commit
             # left its messages and receipts unrecorded; they go first, then the inputs.
             await recorder.reconcile(values, inputs)
-        except BaseException:
+        except BaseException as error:
+            if queued and isinstance(error, Exception) and not isinstance(error, StorageError):
+                with contextlib.suppress(StorageError):
+                    await self.storage.finish_run(run_id, "error", f"could not start: {error}")
             await self.leases.release(thread_id, run_id)
             raise
         buffer = self.new_buffer(run_id, thread_id) if stream else None
-        run = ActiveRun(run_id, spec, recorder, inputs, queue=buffer)
+        run = ActiveRun(run_id, spec, recorder, inputs, queue=buffer, start_checkpoint=head)
         run.graph_input = _graph_input(spec, inputs)
         self._active[run_id] = run
         run.task = asyncio.create_task(self._execute(run, config), name=f"foldwise-run-{run_id}")
@@ -343,8 +389,8 @@ class RunManager:
         except asyncio.CancelledError:
             status = "error" if run.lease_lost else "interrupted"
             logger.warning("run %s on thread %s stopped (%s)", run.run_id, run.thread_id, status)
-            if not run.lease_lost:
-                await self._repair(run, config)
+            if not run.lease_lost and not run.rollback:
+                await repair_open_calls(run, config)
         except Exception as error:
             status = "error"
             run.error = error
@@ -354,33 +400,19 @@ class RunManager:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
-            await self._finish(run, status)
+            await self._finish(run, status, config)
 
-    async def _repair(self, run: ActiveRun, config: RunnableConfig) -> None:
-        """Give tool calls the cancelled run left open an error result (best effort)."""
-        configurable = dict(config.get("configurable") or {})
-        configurable.pop("checkpoint_id", None)  # a fork's run: its head, not its start
-        config = {**config, "configurable": configurable}
-        try:
-            graph = run.spec.hosted.graph
-            snapshot = await graph.aget_state(config)
-            results = interrupted_results(list((snapshot.values or {}).get("messages") or []))
-            if results:
-                await graph.aupdate_state(config, {"messages": results}, as_node="tools")
-                await run.recorder.messages(results)
-        except Exception:
-            logger.exception(
-                "thread %s: could not close the tool calls of run %s", run.thread_id, run.run_id
-            )
-
-    async def _finish(self, run: ActiveRun, status: RunStatus) -> None:
+    async def _finish(self, run: ActiveRun, status: RunStatus, config: RunnableConfig) -> None:
         run.status = status
         error = run.outcome_error()
         try:
-            await self.storage.finish_run(run.run_id, status, str(error) if error else None)
-            await self.storage.update_thread(
-                run.thread_id, status="error" if status == "error" else "idle"
-            )
+            undo = run.rollback and not run.lease_lost
+            if not (undo and await revert_run(run, config, self.storage)):
+                await self.storage.finish_run(run.run_id, status, str(error) if error else None)
+            # Runs still queued keep the thread busy (listings filter on the stored status).
+            waiting = await self.storage.thread_pending_runs(run.thread_id)
+            after: ThreadStatus = "busy" if waiting else "error" if status == "error" else "idle"
+            await self.storage.update_thread(run.thread_id, status=after)
         except StorageError:
             logger.exception(
                 "thread %s: could not record the end of run %s", run.thread_id, run.run_id
@@ -388,59 +420,26 @@ class RunManager:
         finally:
             await self.leases.release(run.thread_id, run.run_id)
             self._active.pop(run.run_id, None)
+            self.on_idle()
             if error is not None:
                 error_data = {"error": type(error).__name__, "message": str(error)}
                 run.publish("error", error_data, closing=True)
             run.publish("end", {"run_id": run.run_id, "status": status}, closing=True)
             run.close_streams()
 
-    # -- run lifecycle across processes -------------------------------------------------------
+    # -- cancelling and shutdown -------------------------------------------------------------
 
-    async def settle(self, record: RunRecord) -> RunRecord:
-        """`record`, finished `interrupted` if it says `running` but no worker runs it.
+    async def interrupt_thread(self, thread_id: str, *, rollback: bool = False) -> None:
+        """Cancel this process's runs of the thread and wait for them to end.
 
-        A live run always holds its thread's lease (taken before its row is created, released
-        after it is finished), so a `running` row whose thread lease is not its own is a run
-        whose worker died.
+        With `rollback`, each run's thread state is rolled back and the run deleted.
         """
-        if record.status != "running" or record.run_id in self._active:
-            return record
-        lock = await self.storage.get_thread_lock(record.thread_id)
-        if lock is not None and lock.holder == record.run_id:
-            return record  # another worker runs it (its lease lapses if that worker died)
-        await self.storage.finish_run(record.run_id, "interrupted", _DEAD_WORKER)
-        return await self.storage.get_run(record.run_id) or record
-
-    async def recover(self) -> int:
-        """At start-up: finish the runs of dead workers and free their threads.
-
-        Every thread marked busy whose lease is free gets its `running` runs finished
-        `interrupted` and its status set back to idle; threads a live worker holds are left
-        alone. Returns how many threads were recovered.
-        """
-        recovered = 0
-        busy = await self.storage.search_threads(status="busy", limit=_RECOVER_PAGE)
-        for thread in busy:
-            try:
-                async with self.exclusive(thread.thread_id, "recover"):
-                    await self.storage.update_thread(thread.thread_id, status="idle")
-                    recovered += 1
-            except (ThreadBusyError, ThreadNotFoundError):
-                continue
-        if recovered:
-            logger.warning("recovered %d thread(s) left busy by a stopped worker", recovered)
-        return recovered
-
-    async def interrupt_thread(self, thread_id: str) -> None:
-        """Cancel this process's runs of the thread and wait for them to end (`interrupt`)."""
         runs = [r for r in self._active.values() if r.thread_id == thread_id]
         for run in runs:
-            run.cancel()
+            run.cancel(rollback=rollback)
         for run in runs:
             with contextlib.suppress(BaseException):
                 await run.wait()
-
-    # -- shutdown ------------------------------------------------------------------------------
 
     async def shutdown(self, grace_seconds: float) -> None:
         """Refuse new work, let runs finish for `grace_seconds`, then cancel the rest.

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -30,16 +31,33 @@ from fastapi.responses import StreamingResponse
 
 from foldwise.errors import ThreadNotFoundError
 from foldwise.gateway._deps import Gateway, GatewayDep, IdentityDep, ThreadIdDep, require_thread
-from foldwise.gateway._errors import RunNotFoundError
+from foldwise.gateway._errors import (
+    BusyError,
+    RunFailedError,
+    RunInterruptedError,
+    RunNotFoundError,
+)
 from foldwise.gateway._inputs import checked_goto, parse_run_input
 from foldwise.gateway._manager import ActiveRun, RunSpec
 from foldwise.gateway._messages import check_values
 from foldwise.gateway._schemas import OffsetQuery, PageQuery, RunCreate
 from foldwise.gateway._serde import JSONResponse, sse_frame
 from foldwise.gateway._stream import EventBuffer
-from foldwise.gateway.storage import RunRecord, ThreadExistsError, validate_run_id
+from foldwise.gateway._tenancy import memory_user_id
+from foldwise.gateway.storage import RunRecord, ThreadExistsError, ThreadRecord, validate_run_id
 
-__all__ = ["location", "router", "run_json", "sse_events", "start_run", "thread_run"]
+__all__ = [
+    "accept_run",
+    "finished_run",
+    "location",
+    "queued_events",
+    "router",
+    "run_json",
+    "sse_events",
+    "started",
+    "thread_run",
+    "thread_values",
+]
 
 router = APIRouter(tags=["runs"])
 
@@ -47,7 +65,7 @@ SSE_HEARTBEAT_SECONDS = 10.0
 """An SSE comment is sent when a run has been silent this long (keeps proxies from timing out)."""
 
 
-async def start_run(
+async def accept_run(
     gateway: Gateway,
     thread_id: str,
     identity: str,
@@ -55,8 +73,8 @@ async def start_run(
     *,
     stream: bool,
     background: bool = False,
-) -> ActiveRun:
-    """Validate a run body and start the run on the thread.
+) -> ActiveRun | RunRecord:
+    """Validate a run body and start the run on the thread, or queue it (`enqueue`).
 
     Args:
         gateway: The gateway.
@@ -68,7 +86,10 @@ async def start_run(
 
     Raises:
         RequestFieldError: An invalid or unsupported field (422).
-        BusyError: The thread is busy and `multitask_strategy` is `reject` (409).
+        BusyError: The thread is busy and `multitask_strategy` is not `enqueue` (409).
+
+    Returns:
+        The started run, or the `pending` row of a queued one.
     """
     body.check_supported()
     modes = body.stream_modes()  # validated for /runs/wait too, where it is not used
@@ -85,8 +106,6 @@ async def start_run(
         with contextlib.suppress(ThreadExistsError):
             await gateway.storage.create_thread(thread_id, {}, owner=identity)
         await require_thread(gateway, thread_id, identity)  # taken meanwhile, maybe by another
-    if body.multitask_strategy == "interrupt":
-        await gateway.runs.interrupt_thread(thread_id)
     hosted = gateway.agents.get(body.assistant_id, model_name)
     spec = RunSpec(
         thread_id=thread_id,
@@ -102,11 +121,19 @@ async def start_run(
         durability=body.durability,
         recursion_limit=body.recursion_limit(),
         metadata=body.metadata,
+        user_id=memory_user_id(identity),
     )
-    return await gateway.runs.start(spec, stream=stream)
+    return await gateway.queue.submit(spec, strategy=body.multitask_strategy, stream=stream)
 
 
-def location(run: ActiveRun) -> dict[str, str]:
+def started(run: ActiveRun | RunRecord) -> ActiveRun:
+    """`accept_run`'s result for a run that cannot be queued (a stateless run's new thread)."""
+    if isinstance(run, RunRecord):  # pragma: no cover - a new thread is never busy
+        raise BusyError(run.thread_id, "a queued run", 1)
+    return run
+
+
+def location(run: ActiveRun | RunRecord) -> dict[str, str]:
     """The `Content-Location` header naming a run."""
     return {"Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}"}
 
@@ -119,12 +146,58 @@ async def wait_run(
 
     A failed run answers with the error's status and `{detail}` naming the run.
     """
-    run = await start_run(gateway, thread_id, identity, body, stream=False)
+    run = await accept_run(gateway, thread_id, identity, body, stream=False)
+    if isinstance(run, RunRecord):  # queued: wait for its turn
+        run = await gateway.queue.wait_started(run.run_id) or run
+    if isinstance(run, RunRecord):  # it ran in another worker (or was cancelled)
+        record = await finished_run(gateway, run)
+        if record.status == "error":
+            raise RunFailedError(record.run_id, RuntimeError(record.error or "unknown error"))
+        if record.status == "interrupted" and record.error:
+            raise RunInterruptedError(record.run_id)
+        thread = await require_thread(gateway, thread_id, identity)
+        return JSONResponse(await thread_values(gateway, thread, record), headers=location(run))
     await run.wait()
     error = run.outcome_error()
     if error is not None:
         raise error
     return JSONResponse(run.final_values or {}, headers=location(run))
+
+
+_POLL_SECONDS = 0.5
+"""How often a wait for a run executing in another worker re-reads its row."""
+
+
+async def finished_run(gateway: Gateway, record: RunRecord) -> RunRecord:
+    """Wait for the run to end (here, or in the worker running it); its final row.
+
+    A rolled-back run has no row any more: it reads `interrupted`.
+    """
+    while True:
+        active = gateway.runs.active.get(record.run_id)
+        if active is not None:
+            await active.wait()
+        elif record.status not in ("pending", "running"):
+            return record
+        else:
+            await asyncio.sleep(_POLL_SECONDS)
+        fresh = await gateway.storage.get_run(record.run_id)
+        if fresh is None:
+            return replace(record, status="interrupted", error=None)
+        record = await gateway.queue.settle(fresh)
+
+
+async def thread_values(gateway: Gateway, thread: ThreadRecord, record: RunRecord) -> Any:
+    """The thread's current values, with `__interrupt__` when it waits at an interrupt."""
+    assistant_id = record.assistant_id
+    known = assistant_id if assistant_id in gateway.agents.assistant_ids else None
+    graph = gateway.agent_for(thread, assistant_id=known).graph
+    snapshot = await graph.aget_state({"configurable": {"thread_id": thread.thread_id}})
+    values: dict[str, Any] = dict(snapshot.values or {})
+    interrupts = list(getattr(snapshot, "interrupts", ()) or ())
+    if interrupts:
+        values["__interrupt__"] = interrupts
+    return values
 
 
 async def sse_events(
@@ -160,6 +233,48 @@ async def sse_events(
                 run.cancel()
 
 
+async def queued_events(
+    gateway: Gateway,
+    record: RunRecord,
+    events: frozenset[str] | None,
+    on_disconnect: str,
+    *,
+    metadata: bool = True,
+) -> AsyncIterator[bytes]:
+    """A queued run's SSE frames: heartbeats while it waits, then its events as it runs here.
+
+    If it runs in another worker, or is cancelled before it starts, the stream is its `end`.
+    A client that goes away while it waits cancels it with `on_disconnect="cancel"`.
+    """
+    buffer = gateway.runs.new_buffer(record.run_id, record.thread_id)
+    gateway.queue.subscribe(record.run_id, buffer, events)
+    waiting = asyncio.ensure_future(gateway.queue.wait_started(record.run_id))
+    try:
+        if metadata:
+            yield sse_frame(
+                "metadata", {"run_id": record.run_id, "thread_id": record.thread_id, "attempt": 1}
+            )
+        while not (await asyncio.wait({waiting}, timeout=SSE_HEARTBEAT_SECONDS))[0]:
+            yield b": heartbeat\n\n"
+    finally:
+        gateway.queue.unsubscribe(record.run_id, buffer)
+        if not waiting.done():
+            waiting.cancel()
+            if on_disconnect == "cancel":
+                gateway.queue.drop_pending(record)
+    active = waiting.result()
+    if active is None:
+        record = await finished_run(gateway, record)
+        yield sse_frame("end", {"run_id": record.run_id, "status": record.status})
+        return
+    if all(b is not buffer for b, _ in active.listeners):  # claimed before we subscribed
+        if active.spec.resumable:
+            active.replay(buffer, 0, events)
+        active.attach(buffer, events)
+    async for frame in sse_events(active, buffer, on_disconnect, metadata=False):
+        yield frame
+
+
 @router.post("/threads/{thread_id}/runs/stream")
 async def stream_run(
     gateway: GatewayDep, thread_id: ThreadIdDep, identity: IdentityDep, body: RunCreate
@@ -169,14 +284,15 @@ async def stream_run(
     If the client disconnects the run continues (`on_disconnect: "continue"`, the default) or is
     cancelled (`"cancel"`); either way the thread stays consistent.
     """
-    run = await start_run(gateway, thread_id, identity, body, stream=True)
+    run = await accept_run(gateway, thread_id, identity, body, stream=True)
     headers = {**location(run), "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    assert run.queue is not None
-    return StreamingResponse(
-        sse_events(run, run.queue, body.on_disconnect or "continue"),
-        media_type="text/event-stream",
-        headers=headers,
-    )
+    on_disconnect = body.on_disconnect or "continue"
+    if isinstance(run, RunRecord):  # queued behind the thread's current run
+        frames = queued_events(gateway, run, None, on_disconnect)
+    else:
+        assert run.queue is not None
+        frames = sse_events(run, run.queue, on_disconnect)
+    return StreamingResponse(frames, media_type="text/event-stream", headers=headers)
 
 
 def run_json(record: RunRecord) -> dict[str, Any]:
@@ -231,4 +347,4 @@ async def thread_run(gateway: Gateway, thread_id: str, run_id: str) -> RunRecord
     record = await gateway.storage.get_run(run_id)
     if record is None or record.thread_id != thread_id:
         raise RunNotFoundError(run_id)
-    return await gateway.runs.settle(record)
+    return await gateway.queue.settle(record)

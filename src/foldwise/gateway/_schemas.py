@@ -237,12 +237,6 @@ class RunCreate(_LangGraphBody):
     def check_supported(self) -> None:
         """Refuse options that would change the run and are not implemented here."""
         refuse_if_set(self, "interrupt_before", "interrupt_after", "webhook", "after_seconds")
-        if self.multitask_strategy not in (None, "reject", "interrupt"):
-            raise RequestFieldError(
-                "multitask_strategy",
-                f"{self.multitask_strategy!r} is not supported: use reject (a second run on a "
-                "busy thread gets 409) or interrupt (the running run is cancelled first)",
-            )
 
     def stream_modes(self) -> list[str]:
         """The requested stream modes, validated."""

@@ -25,7 +25,7 @@ from foldwise.errors import FoldwiseError
 from foldwise.gateway._active import ActiveRun
 from foldwise.gateway._deps import Gateway, GatewayDep, IdentityDep, require_thread
 from foldwise.gateway._errors import RequestFieldError
-from foldwise.gateway._runs import location, run_json, sse_events, start_run
+from foldwise.gateway._runs import accept_run, location, run_json, sse_events, started
 from foldwise.gateway._schemas import RunCreate
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway.storage import validate_thread_id
@@ -45,9 +45,10 @@ async def _start(
     thread_id = str(uuid.uuid4())
     await gateway.storage.create_thread(thread_id, {}, owner=identity)
     try:
-        return await start_run(
+        run = await accept_run(
             gateway, thread_id, identity, body, stream=stream, background=background
         )
+        return started(run)
     except BaseException:
         await _delete(gateway, thread_id)
         raise
@@ -108,7 +109,7 @@ async def stateless_create(gateway: GatewayDep, identity: IdentityDep, body: Run
     """Start a run on a new thread in the background; answer with the run."""
     run = await _start(gateway, identity, body, stream=False, background=True)
     record = await gateway.storage.get_run(run.run_id)
-    assert record is not None  # created by start_run
+    assert record is not None  # created by accept_run
     _cleanup_later(gateway, run, body)
     return JSONResponse(run_json(record), headers=location(run))
 
@@ -133,7 +134,9 @@ async def _start_item(gateway: Gateway, identity: str, body: BatchRunCreate) -> 
     except ValueError as error:
         raise RequestFieldError("thread_id", str(error)) from None
     await require_thread(gateway, thread_id, identity)
-    return await start_run(gateway, thread_id, identity, body, stream=False, background=True)
+    return started(
+        await accept_run(gateway, thread_id, identity, body, stream=False, background=True)
+    )
 
 
 @router.post("/runs/batch")
@@ -151,6 +154,6 @@ async def batch_create(
             reason = str(error).removeprefix(f"{error.field}: ")
             raise RequestFieldError(f"[{index}].{error.field}", reason) from None
         record = await gateway.storage.get_run(run.run_id)
-        assert record is not None  # created by start_run
+        assert record is not None  # created by accept_run
         runs.append(run_json(record))
     return JSONResponse(runs)

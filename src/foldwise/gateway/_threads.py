@@ -53,7 +53,11 @@ router.include_router(state_router)
 
 
 async def _busy(gateway: GatewayDep, record: ThreadRecord) -> bool:
-    return await gateway.storage.get_thread_lock(record.thread_id) is not None
+    """Held by an operation, or runs wait queued on it (as LangGraph Server says `busy`)."""
+    storage = gateway.storage
+    if await storage.get_thread_lock(record.thread_id) is not None:
+        return True
+    return bool(await storage.thread_pending_runs(record.thread_id))
 
 
 async def _listed(gateway: Gateway, record: ThreadRecord, *, trust_status: bool) -> dict[str, Any]:

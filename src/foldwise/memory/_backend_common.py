@@ -46,6 +46,8 @@ def namespace_key(namespace: Namespace) -> str:
 
 
 def _aware(value: datetime | None, field: str) -> None:
+    if value is not None and not isinstance(value, datetime):
+        raise MemoryInputError("must be a datetime (timezone-aware, UTC)", field=field)
     if value is not None and value.tzinfo is None:
         raise MemoryInputError("must be timezone-aware (UTC)", field=field)
 
@@ -124,6 +126,7 @@ def check_write(
         if not isinstance(change, FactChange):
             raise MemoryInputError("must be a FactChange", field=f"changes[{index}]")
         _aware(change.valid_to, f"changes[{index}].valid_to")
+        _aware(change.valid_from, f"changes[{index}].valid_from")
     if embeddings and len(embeddings) != len(new):
         raise MemoryInputError(
             f"has {len(embeddings)} entries for {len(new)} new facts", field="embeddings"
@@ -161,7 +164,8 @@ def apply_change(fact: Fact, change: FactChange) -> Fact:
     """`fact` after `change`: status, validity end, successor and reason as the change says.
 
     ``valid_to``, ``superseded_by`` and ``reason`` are set to the change's values (``None``
-    clears them, as approving a quarantined fact does); ``confidence`` only when given. The
+    clears them, as approving a quarantined fact does); ``confidence`` and ``valid_from`` only
+    when given. The
     revision goes up by one.
     """
     update: dict[str, object] = {
@@ -173,6 +177,8 @@ def apply_change(fact: Fact, change: FactChange) -> Fact:
     }
     if change.confidence is not None:
         update["confidence"] = change.confidence
+    if change.valid_from is not None:
+        update["valid_from"] = change.valid_from
     return fact.model_copy(update=update)
 
 

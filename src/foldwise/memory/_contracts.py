@@ -54,6 +54,8 @@ class FactChange(BaseModel):
 
     fact_id: str
     status: FactStatus
+    valid_from: datetime | None = None
+    """A new start of validity (approving a held fact starts it then), else unchanged."""
     valid_to: datetime | None = None
     superseded_by: str | None = None
     reason: str | None = None

@@ -71,6 +71,7 @@ MAX_FACT_CHARS = 2000
 
 MAX_NAMESPACE_DEPTH = 8
 _NAMESPACE_PART = re.compile(r"^[A-Za-z0-9_.@:+-]{1,128}$")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def utcnow() -> datetime:
@@ -201,6 +202,10 @@ def check_text(text: object, *, field: str = "text") -> str:
     stripped = text.strip()
     if not stripped:
         raise MemoryInputError("must not be empty", field=field)
+    if "\x00" in stripped:
+        raise MemoryInputError("must not contain NUL characters", field=field)
+    if _SURROGATE.search(stripped):
+        raise MemoryInputError("must be valid Unicode (it has a lone surrogate)", field=field)
     if len(stripped) > MAX_FACT_CHARS:
         raise MemoryInputError(
             f"is {len(stripped)} characters; the limit is {MAX_FACT_CHARS}", field=field

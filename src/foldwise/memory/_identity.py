@@ -8,31 +8,13 @@ the client sent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from langgraph.config import get_config
-
+from foldwise._thread_id import configured, current_config
 from foldwise.memory._facts import Namespace, namespace_for
 
 __all__ = ["DEFAULT_USER", "USER_ID_KEY", "resolve_namespace", "resolve_user_id"]
 
 DEFAULT_USER = "default"
 USER_ID_KEY = "user_id"
-
-
-def _configured(config: object) -> str | None:
-    if not isinstance(config, Mapping):
-        return None
-    configurable = config.get("configurable")
-    value = configurable.get(USER_ID_KEY) if isinstance(configurable, Mapping) else None
-    return None if value is None or value == "" else str(value)
-
-
-def _current_config() -> object:
-    try:
-        return get_config()
-    except RuntimeError:  # not inside a LangGraph run
-        return None
 
 
 def resolve_user_id(runtime_or_config: object = None) -> str:
@@ -42,7 +24,9 @@ def resolve_user_id(runtime_or_config: object = None) -> str:
     LangGraph run's config; `DEFAULT_USER` when none names one.
     """
     config = getattr(runtime_or_config, "config", runtime_or_config)
-    return _configured(config) or _configured(_current_config()) or DEFAULT_USER
+    return (
+        configured(config, USER_ID_KEY) or configured(current_config(), USER_ID_KEY) or DEFAULT_USER
+    )
 
 
 def resolve_namespace(runtime_or_config: object, agent: str) -> Namespace:

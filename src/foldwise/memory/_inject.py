@@ -4,7 +4,8 @@ Both are plain text for the durable data block's ``memory_context`` channel (esc
 indented there, behind the authority contract; never a system message). The profile is the
 namespace's most important active facts in a fixed order, so it changes only when memory does
 and the request prefix stays cacheable; recall follows it and holds the facts the current
-request's search found that the profile does not already show.
+request's search found that the profile does not already show, rendered after the latest user
+message (`foldwise.durable.inject_recall`) so it never changes the history's cached prefix.
 """
 
 from __future__ import annotations
@@ -61,21 +62,23 @@ def render_memory(
     max_tokens: int,
     count: Callable[[str], int],
 ) -> dict[str, Any]:
-    """The ``memory_context`` channel value: its text and the ids it shows.
+    """The ``memory_context`` channel value: the profile text, the recall text, their ids.
 
     `profile` is shown as given (already within its share); `recall` gets what is left of
-    `max_tokens`, skipping facts the profile shows.
+    `max_tokens`, skipping facts the profile shows. The profile (``text``) is rendered in the
+    durable data block before the conversation, where it stays byte-identical until memory
+    changes; the recall (``recall``) is rendered after the latest user message, so a new
+    request's recall never changes the cached prefix of the history.
     """
     shown = {f.id for f in profile}
-    lines: list[str] = []
-    if profile:
-        lines += [PROFILE_HEADING, *(_line(f) for f in profile)]
-    left = max_tokens - (count("\n".join(lines)) if lines else 0) - count(RECALL_HEADING)
+    profile_lines = [PROFILE_HEADING, *(_line(f) for f in profile)] if profile else []
+    used = count("\n".join(profile_lines)) if profile_lines else 0
+    left = max_tokens - used - count(RECALL_HEADING)
     extra = _within([f for f in recall if f.id not in shown], left, count)
-    if extra:
-        lines += [RECALL_HEADING, *(_line(f) for f in extra)]
+    recall_lines = [RECALL_HEADING, *(_line(f) for f in extra)] if extra else []
     return {
-        "text": "\n".join(lines),
+        "text": "\n".join(profile_lines),
+        "recall": "\n".join(recall_lines),
         "profile_ids": [f.id for f in profile],
         "recall_ids": [f.id for f in extra],
     }

@@ -11,8 +11,6 @@ an ``a``-prefixed async twin, so the async path never calls a sync backend or mo
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, get_args
@@ -22,6 +20,14 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from foldwise._steps import Io, Steps, async_method, sync_method
 from foldwise.errors import ExtractionError, FactNotFoundError, MemoryInputError
+from foldwise.memory._api_checks import (
+    REJECTED,
+    api_candidate,
+    check_fact_id,
+    check_k,
+    note_slot,
+    was_current,
+)
 from foldwise.memory._contracts import Extractor, FactChange, MemoryBackend, MemoryCapabilities
 from foldwise.memory._events import MemoryEvent, MemoryEventSink, check_limit, default_sink
 from foldwise.memory._facts import (
@@ -34,13 +40,14 @@ from foldwise.memory._facts import (
     Namespace,
     check_namespace,
     check_text,
+    normalize_slot_part,
     utcnow,
 )
 from foldwise.memory._gate import screen
 from foldwise.memory._plan import Screened, WritePlan, plan_writes
 from foldwise.memory._quarantine import quarantine_reason
 from foldwise.memory._remember import remember_slice_steps, write_plan_steps
-from foldwise.memory._rules import RulesExtractor
+from foldwise.memory._rules import RulesExtractor, multi_valued_slot
 from foldwise.memory._search import fuse_ranked
 
 if TYPE_CHECKING:
@@ -51,27 +58,8 @@ if TYPE_CHECKING:
 __all__ = ["MemoryManager"]
 
 _FactList = list[Fact]
-_FACT_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _STATUSES: tuple[str, ...] = get_args(FactStatus)
-_MAX_K = 100
 _VECTOR_POOL = 4
-
-
-def _check_fact_id(fact_id: object) -> str:
-    if not isinstance(fact_id, str) or not _FACT_ID.match(fact_id):
-        raise MemoryInputError("is not a memory fact id", field="fact_id")
-    return fact_id
-
-
-def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= _MAX_K:
-        raise MemoryInputError(f"must be an integer from 1 to {_MAX_K}", field="k")
-    return k
-
-
-def _note_slot(text: str) -> str:
-    digest = hashlib.sha256(" ".join(text.casefold().split()).encode()).hexdigest()[:12]
-    return f"note:{digest}"
 
 
 class MemoryManager:
@@ -144,21 +132,21 @@ class MemoryManager:
 
     def get_steps(self, namespace: Namespace, fact_id: str) -> Steps[Fact]:
         """The fact, or `FactNotFoundError` (another namespace's facts are never found)."""
-        ns, fid = check_namespace(namespace), _check_fact_id(fact_id)
+        ns, fid = check_namespace(namespace), check_fact_id(fact_id)
         fact: Fact | None = yield Io.of(self.backend.get, self.backend.aget, ns, fid)
         if fact is None:
             raise FactNotFoundError(fid)
         return fact
 
     def list_steps(
-        self, namespace: Namespace, *, status: FactStatus | None = None
+        self, namespace: Namespace, *, status: FactStatus | None = None, limit: int | None = None
     ) -> Steps[_FactList]:
-        """Facts in the namespace, optionally of one status."""
+        """Facts in the namespace, oldest first, optionally of one status; at most `limit`."""
         ns = check_namespace(namespace)
         if status is not None and status not in _STATUSES:
             raise MemoryInputError(f"must be one of {', '.join(_STATUSES)}", field="status")
         facts: _FactList = yield Io.of(
-            self.backend.list_facts, self.backend.alist_facts, ns, status=status
+            self.backend.list_facts, self.backend.alist_facts, ns, status=status, limit=limit
         )
         return facts
 
@@ -172,14 +160,14 @@ class MemoryManager:
         versions = yield Io.of(
             self.backend.list_facts, self.backend.alist_facts, fact.namespace, slot=fact.slot
         )
-        kept = [f for f in versions if f.status != "quarantined" or f.id == fact.id]
+        kept = [f for f in versions if was_current(f) or f.id == fact.id]
         return sorted(kept, key=lambda f: (f.valid_from, f.recorded_at, f.id))
 
     def search_steps(
         self, namespace: Namespace, query: str, *, k: int = 5, as_of: datetime | None = None
     ) -> Steps[_FactList]:
         """The `k` best facts for `query`: active ones, or those current at `as_of`."""
-        ns, text, k = check_namespace(namespace), check_text(query, field="query"), _check_k(k)
+        ns, text, k = check_namespace(namespace), check_text(query, field="query"), check_k(k)
         statuses: tuple[FactStatus, ...] = ("active",)
         if as_of is not None:
             statuses = ("active", "superseded", "retracted")
@@ -253,14 +241,16 @@ class MemoryManager:
         """
         ns, body = check_namespace(namespace), check_text(text)
         read = self._slot_for(body) if attribute is None else None
-        candidate = Candidate(
+        candidate = api_candidate(
             subject=subject or (read.subject if read else "user"),
-            attribute=attribute or (read.attribute if read else _note_slot(body)),
+            attribute=attribute or (read.attribute if read else note_slot(body)),
             text=body,
             category=category or (read.category if read else "other"),
             confidence=confidence,
             importance=read.importance if read else 0.5,
-            multi_valued=read.multi_valued if read else attribute is None,
+            multi_valued=read.multi_valued
+            if read
+            else attribute is None or multi_valued_slot(normalize_slot_part(attribute)),
         )
         screened = self._screen(candidate, body, gate=gate)
         if screened.rejected:
@@ -272,12 +262,19 @@ class MemoryManager:
         return (yield from self.get_steps(ns, decision.fact_id or ""))
 
     def update_steps(
-        self, namespace: Namespace, fact_id: str, text: str, *, expected_revision: int | None = None
+        self,
+        namespace: Namespace,
+        fact_id: str,
+        text: str,
+        *,
+        expected_revision: int | None = None,
+        gate: bool = False,
     ) -> Steps[Fact]:
         """Replace an active fact's text: a new fact in its slot supersedes it (history kept).
 
         With `expected_revision`, a fact changed since it was read raises
-        `RevisionConflictError` and nothing is written.
+        `RevisionConflictError` and nothing is written. With ``gate`` (tool writes) the scope
+        gate applies as in `add`: a refused text raises `MemoryInputError` naming its reason.
         """
         old = yield from self.get_steps(namespace, fact_id)
         body = check_text(text)
@@ -291,7 +288,9 @@ class MemoryManager:
             confidence=old.confidence,
             importance=old.importance,
         )
-        screened = self._screen(candidate, body, gate=False)
+        screened = self._screen(candidate, body, gate=gate)
+        if screened.rejected:
+            raise MemoryInputError(f"not stored ({screened.rejected})", field="text")
         pinned = (
             old
             if expected_revision is None
@@ -355,7 +354,11 @@ class MemoryManager:
         now = utcnow()
         changes = [
             FactChange(
-                fact_id=held.id, status="active", reason="approved", expected_revision=held.revision
+                fact_id=held.id,
+                status="active",
+                valid_from=now,
+                reason="approved",
+                expected_revision=held.revision,
             ),
             *(
                 FactChange(
@@ -366,7 +369,7 @@ class MemoryManager:
                     expected_revision=f.revision,
                 )
                 for f in current
-                if not held.attribute.startswith("note:")
+                if not multi_valued_slot(held.attribute)
             ),
         ]
         yield Io.of(self.backend.write, self.backend.awrite, held.namespace, changes=changes)
@@ -377,11 +380,15 @@ class MemoryManager:
         held = yield from self.get_steps(namespace, fact_id)
         if held.status != "quarantined":
             raise MemoryInputError(f"fact {held.id!r} is not quarantined", field="fact_id")
-        return (
-            yield from self._set_status(
-                namespace, fact_id, "retracted", "quarantine_rejected", closes=True
-            )
+        change = FactChange(  # closed where it starts: never current, for any "as of"
+            fact_id=held.id,
+            status="retracted",
+            valid_to=held.valid_from,
+            reason=REJECTED,
+            expected_revision=held.revision,
         )
+        yield Io.of(self.backend.write, self.backend.awrite, held.namespace, changes=[change])
+        return (yield from self.get_steps(held.namespace, held.id))
 
     # --- extraction ----------------------------------------------------------------------------
 

@@ -113,6 +113,10 @@ class _Planner:
     def _store(self, c: Candidate, slot: Slot) -> None:
         current = self.active.get(slot, [])
         twin = next((f for f in current if _carries(f, c)), None)
+        if twin is not None and c.evidence and set(c.evidence) <= set(twin.source.message_ids):
+            # The same messages read again (a replayed slice, a run with no new input).
+            self._note("deduplicated", slot, c, fact_id=twin.id, reason="already_remembered")
+            return
         if twin is not None:
             confidence = min(1.0, max(twin.confidence, c.confidence) + _REINFORCE_STEP)
             self._change(twin, twin.status, confidence=confidence)
@@ -129,7 +133,10 @@ class _Planner:
 
     def _retract(self, c: Candidate, slot: Slot) -> None:
         current = self.active.get(slot, [])
-        targets = [f for f in current if _carries(f, c)] if c.multi_valued else list(current)
+        # A stated value closes only the facts that carry it ("I don't live in Berlin any
+        # more" does not close "I live in Munich"); without one the whole slot closes.
+        named = c.multi_valued or bool(_folded(c.value or ""))
+        targets = [f for f in current if _carries(f, c)] if named else list(current)
         if not targets:
             self._note("noop", slot, c, reason="nothing_to_retract")
             return

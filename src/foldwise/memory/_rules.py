@@ -37,7 +37,7 @@ from foldwise.memory._patterns import PATTERNS, clean_value
 from foldwise.memory._quarantine import quarantine_reason
 from foldwise.messages import is_real_user_message, message_text
 
-__all__ = ["ParsedStatement", "RulesExtractor", "parse_statement"]
+__all__ = ["ParsedStatement", "RulesExtractor", "multi_valued_slot", "parse_statement"]
 
 Action = Literal["add", "supersede", "retract", "reinforce"]
 _MULTI_VALUED = frozenset({"likes", "dislikes", "responsibilities", "volunteering", "note"})
@@ -54,6 +54,13 @@ _FAMILY_SLOTS: dict[str, tuple[str, FactCategory, float]] = {
     "dislikes": ("dislikes", "preference", 0.5),
     "note": ("note", "other", 0.3),
 }
+
+
+def multi_valued_slot(attribute: str) -> bool:
+    """Whether a slot holds several facts ("likes", notes): a new one supersedes none."""
+    return attribute in _MULTI_VALUED or attribute.startswith("note:")
+
+
 _ALSO = re.compile(r"\b(?:also|as well|too|additionally)\b|我(?:也|还)", re.IGNORECASE)
 
 

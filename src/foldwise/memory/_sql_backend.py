@@ -124,12 +124,13 @@ class SqlMemoryBackend:
             for seq, fact in updated.values():
                 session.execute(
                     self.dialect.sql(
-                        "UPDATE {p}memory_facts SET status = ?, confidence = ?, valid_to = ?, "
-                        "revision = ?, body = ? WHERE seq = ?"
+                        "UPDATE {p}memory_facts SET status = ?, confidence = ?, valid_from = ?, "
+                        "valid_to = ?, revision = ?, body = ? WHERE seq = ?"
                     ),
                     (
                         fact.status,
                         fact.confidence,
+                        self._time(fact.valid_from),
                         self._time(fact.valid_to),
                         fact.revision,
                         fact.model_dump_json(),

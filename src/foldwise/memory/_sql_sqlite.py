@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from foldwise._sqlite_busy import busy_delays, is_busy
 from foldwise.errors import StorageError
 from foldwise.memory._sql_dialect import MIGRATIONS, Row, SqliteSearch, database_errors
 
@@ -84,20 +85,16 @@ class SqliteDialect(SqliteSearch):
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         # Switching a fresh file to WAL answers SQLITE_BUSY at once (no busy handler) while
         # another connection sets up, so retry until the busy timeout; the mode persists.
-        deadline = time.monotonic() + self._busy_timeout_ms / 1000
-        delay = 0.005
+        delays = busy_delays(self._busy_timeout_ms)
         while True:
             try:
                 conn.execute("PRAGMA journal_mode = WAL").fetchone()
                 return
             except sqlite3.OperationalError as exc:
-                code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-                if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                    raise
-                if time.monotonic() >= deadline:
+                delay = next(delays, None) if is_busy(exc) else None
+                if delay is None:
                     raise
                 time.sleep(delay)
-                delay = min(delay * 2, 0.1)
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")

@@ -93,7 +93,7 @@ class _Steps:
         def run() -> Steps[Any]:
             ns = resolve_namespace(runtime, self.agent)
             fact = yield from self.manager.update_steps(
-                ns, fact_id, content, expected_revision=expected_revision
+                ns, fact_id, content, expected_revision=expected_revision, gate=True
             )
             return {"stored": _fact_json(fact)}
 

@@ -22,7 +22,7 @@ from foldwise.durable._delegations import (
     changed_delegations,
     extract_delegations,
 )
-from foldwise.durable._render import inject_durable_context
+from foldwise.durable._render import inject_durable_context, inject_recall, render_section
 from foldwise.durable._skills import SKILL_METADATA_KEY, extract_skills, skill_metadata
 from foldwise.state import FoldwiseState
 
@@ -247,6 +247,11 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         state = request.state
         key = resolve_thread_id(request.runtime)
         sections = self._sections(state, key) if isinstance(state, dict) else []
+        memory = state.get("memory_context") if isinstance(state, dict) else None
+        recall = str(memory.get("recall") or "") if isinstance(memory, dict) else ""
+        if not sections and recall:  # recall alone still needs the contract before it
+            sections = [render_section("memory_recall", recall)]
+            recall = ""
         if not sections:
             return request
         messages, system = inject_durable_context(
@@ -255,6 +260,8 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             system_message=request.system_message,
             merge_contract=self.merge_contract,
         )
+        if recall:
+            messages = inject_recall(messages, recall)
         return request.override(messages=cast(list[AnyMessage], messages), system_message=system)
 
     def wrap_model_call(

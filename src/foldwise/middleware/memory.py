@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import BaseMessage
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from foldwise._steps import Steps, run_async, run_sync
+from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._thread_id import current_config
 from foldwise.config import FoldwiseConfig
 from foldwise.errors import FoldwiseError
 from foldwise.memory import MemoryManager, namespace_for
@@ -55,13 +55,6 @@ def run_slice(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     while start > 0 and is_real_user_message(messages[start - 1]):
         start -= 1
     return list(messages[start:])
-
-
-def _current_config() -> Any:
-    try:
-        return get_config()
-    except RuntimeError:  # called outside a LangGraph run
-        return None
 
 
 class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
@@ -100,6 +93,7 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         self.profile_share = profile_share
         self.count = count or get_counter().count_text
         self.tools = memory_tools(manager, agent) if mode in ("tool", "both") else []
+        self._ready = False
 
     @classmethod
     def from_config(
@@ -121,7 +115,7 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
     # -- injection ------------------------------------------------------------------------------
 
     def _context_steps(self, state: Any) -> Steps[dict[str, Any] | None]:
-        user = resolve_user_id(_current_config())
+        user = resolve_user_id(current_config())
         namespaces = [namespace_for(user, self.agent), namespace_for(user, None)]
         messages = list(state.get("messages") or [])
         query = next(
@@ -140,10 +134,17 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             return None
         return None if state.get("memory_context") == value else {"memory_context": value}
 
+    def _ready_steps(self) -> Steps[None]:
+        """Set the backend up on first use (idempotent): a manager built from config is not."""
+        if not self._ready:
+            yield Io.of(self.manager.setup, self.manager.asetup)
+            self._ready = True
+
     def _inject_steps(self, state: Any) -> Steps[dict[str, Any] | None]:
-        if not self.inject:
-            return None
         try:
+            yield from self._ready_steps()
+            if not self.inject:
+                return None
             return (yield from self._context_steps(state))
         except FoldwiseError as exc:
             logger.warning("memory injection skipped: %s", exc)
@@ -164,8 +165,9 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
     def _remember_steps(self, state: Any) -> Steps[None]:
         if self.mode == "tool":
             return
-        config = _current_config()
+        config = current_config()
         try:
+            yield from self._ready_steps()
             namespace = resolve_namespace(config, self.agent)
             span = run_slice(list(state.get("messages") or []))
             source = run_source(config, via=self.manager.extractor.name)

@@ -132,11 +132,53 @@ _0004 = (
     "CREATE INDEX threads_owner_created_idx ON {t}threads (owner, created_at DESC, thread_id DESC)",
 )
 
+# The durable run queue: a run accepted while its thread is busy waits `pending`, its request
+# in `run_queue`, until a worker claims it. SQLite cannot alter a CHECK constraint: the runs
+# table is rebuilt (nothing references it).
+_RUNS_0005 = """CREATE TABLE {t}runs{suffix} (
+        run_id TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL REFERENCES {t}threads (thread_id) ON DELETE CASCADE,
+        assistant_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('run', 'compact')),
+        status TEXT NOT NULL
+            CHECK (status IN ('pending', 'running', 'success', 'error', 'interrupted')),
+        error TEXT,
+        metadata {json} NOT NULL,
+        created_at {time} NOT NULL,
+        updated_at {time} NOT NULL
+    )"""
+_0005_COMMON = (
+    "CREATE INDEX runs_pending_idx ON {t}runs (created_at, run_id) WHERE status = 'pending'",
+    """CREATE TABLE {t}run_queue (
+        run_id TEXT PRIMARY KEY REFERENCES {t}runs (run_id) ON DELETE CASCADE,
+        request {json} NOT NULL
+    )""",
+)
+_0005 = Migration(
+    5,
+    "runs may wait pending in a durable queue",
+    (
+        _RUNS_0005.format(suffix="_new", **_TYPES["sqlite"]),
+        "INSERT INTO runs_new SELECT * FROM runs",
+        "DROP TABLE runs",
+        "ALTER TABLE runs_new RENAME TO runs",
+        "CREATE INDEX runs_thread_idx ON runs (thread_id, created_at DESC)",
+        *(s.format(**_TYPES["sqlite"]) for s in _0005_COMMON),
+    ),
+    (
+        "ALTER TABLE {schema}.runs DROP CONSTRAINT runs_status_check",
+        "ALTER TABLE {schema}.runs ADD CONSTRAINT runs_status_check "
+        "CHECK (status IN ('pending', 'running', 'success', 'error', 'interrupted'))",
+        *(s.format(**_TYPES["postgres"]) for s in _0005_COMMON),
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _migration(1, "threads, runs, transcript, receipts, thread locks", _0001, _0001_POSTGRES_ONLY),
     _migration(2, "receipts are unique per thread by their own id", _0002),
     _migration(3, "thread leases carry a fencing token", _0003),
     _migration(4, "threads are owned by the identity that created them", _0004),
+    _0005,
 )
 """Every migration, in order."""
 

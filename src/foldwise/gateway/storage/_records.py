@@ -26,8 +26,8 @@ ThreadStatus = Literal["idle", "busy", "error"]
 RunKind = Literal["run", "compact"]
 """What a run row records: an agent run or a manual compaction."""
 
-RunStatus = Literal["running", "success", "error", "interrupted"]
-"""Lifecycle of a run: created as `running`, finished with one of the other three."""
+RunStatus = Literal["pending", "running", "success", "error", "interrupted"]
+"""Lifecycle of a run: `pending` (queued) or `running`, finished with one of the other three."""
 
 EventKind = Literal["message", "compaction"]
 """A transcript event is a visible message or a compaction marker."""
@@ -38,7 +38,7 @@ ThreadSortKey = Literal["created_at", "updated_at"]
 THREAD_STATUSES: frozenset[str] = frozenset(get_args(ThreadStatus))
 RUN_KINDS: frozenset[str] = frozenset(get_args(RunKind))
 RUN_STATUSES: frozenset[str] = frozenset(get_args(RunStatus))
-FINAL_RUN_STATUSES: frozenset[str] = RUN_STATUSES - {"running"}
+FINAL_RUN_STATUSES: frozenset[str] = RUN_STATUSES - {"pending", "running"}
 EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
 
 
@@ -72,7 +72,7 @@ class RunRecord:
         thread_id: The thread it ran on.
         assistant_id: The configured agent that ran.
         kind: `run` or `compact`.
-        status: `running`, `success`, `error` or `interrupted`.
+        status: `pending`, `running`, `success`, `error` or `interrupted`.
         error: The error text of a failed run.
         metadata: Free-form JSON object.
         created_at: When the run started (timezone-aware UTC).

@@ -42,7 +42,7 @@ from foldwise.gateway.storage._records import (
     ThreadSortKey,
     ThreadStatus,
 )
-from foldwise.gateway.storage._sql_events import SqlEventsMixin
+from foldwise.gateway.storage._sql_queue import SqlQueueMixin
 
 __all__ = ["GatewayStorage", "SqlGatewayStorage"]
 
@@ -73,7 +73,7 @@ def _check_owner(owner: str) -> str:
     return owner
 
 
-class SqlGatewayStorage(SqlEventsMixin):
+class SqlGatewayStorage(SqlQueueMixin):
     """Threads, runs, transcript events, compaction receipts and thread leases in SQL.
 
     Every method validates thread and run ids before any SQL (`InvalidThreadIdError`,
@@ -325,14 +325,15 @@ class SqlGatewayStorage(SqlEventsMixin):
     async def finish_run(
         self, run_id: str, status: RunStatus, error: str | None = None
     ) -> RunRecord | None:
-        """Finish a `running` run; a run already finished is returned unchanged."""
+        """Finish a `pending` or `running` run; a run already finished is returned unchanged."""
         error_text = check_finish_args(run_id, status, error)
         d = self._dialect
         async with d.write("finish_run", None) as s:
             row = await s.fetchone(
                 d.sql(
                     "UPDATE {p}runs SET status = ?, error = ?, updated_at = ? "
-                    f"WHERE run_id = ? AND status = 'running' RETURNING {RUN_COLUMNS}"
+                    "WHERE run_id = ? AND status IN ('pending', 'running') "
+                    f"RETURNING {RUN_COLUMNS}"
                 ),
                 (status, error_text, d.to_time(utcnow()), run_id),
             )

@@ -14,7 +14,6 @@ import asyncio
 import logging
 import os
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from typing import Any, Literal
 
 import aiosqlite
 
+from foldwise._sqlite_busy import busy_delays, is_busy
 from foldwise.gateway.storage._base import wrap_errors
 from foldwise.gateway.storage._codec import json_contains
 from foldwise.gateway.storage._dialect import Dialect, Row, not_open
@@ -123,21 +123,17 @@ class SqliteDialect(Dialect):
         # Switching a fresh file to WAL needs an exclusive lock and SQLite answers SQLITE_BUSY
         # at once (without the busy handler) while another connection is setting up, so retry
         # until the busy timeout. The mode is persistent: later opens find it already set.
-        deadline = time.monotonic() + self._busy_timeout_ms / 1000
-        delay = 0.005
+        delays = busy_delays(self._busy_timeout_ms)
         while True:
             try:
                 async with conn.execute("PRAGMA journal_mode = WAL") as cursor:
                     row = await cursor.fetchone()
                 break
             except sqlite3.OperationalError as exc:
-                code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-                if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                    raise
-                if time.monotonic() >= deadline:
+                delay = next(delays, None) if is_busy(exc) else None
+                if delay is None:
                     raise
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.1)
         if row is None or str(row[0]).lower() != "wal":
             logger.warning("SQLite %s did not switch to WAL (journal mode %s)", self.path, row)
 
