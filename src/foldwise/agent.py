@@ -16,7 +16,14 @@ from langgraph.store.base import BaseStore
 from foldwise.config import FoldwiseConfig
 from foldwise.durable import DurableChannel
 from foldwise.errors import ConfigError
-from foldwise.memory import MemoryManager
+from foldwise.memory import (
+    LocalMemoryOutbox,
+    MemoryManager,
+    MemoryOutbox,
+    MemoryWorker,
+    open_outbox,
+)
+from foldwise.memory._pipeline import MemoryPipeline, graph_commit_check
 from foldwise.middleware.durable_context import DurableContextMiddleware
 from foldwise.middleware.memory import MemoryMiddleware
 from foldwise.middleware.summarization import SummarizationMiddleware
@@ -26,9 +33,10 @@ from foldwise.offload import ArtifactStore
 from foldwise.state import FoldwiseState
 from foldwise.tokens import get_counter
 
-__all__ = ["build_middlewares", "create_agent", "find_summarization", "load_tools"]
+__all__ = ["build_middlewares", "create_agent", "find_memory", "find_summarization", "load_tools"]
 
 _SUMMARIZERS: weakref.WeakKeyDictionary[Any, SummarizationMiddleware] = weakref.WeakKeyDictionary()
+_MEMORIES: weakref.WeakKeyDictionary[Any, MemoryMiddleware] = weakref.WeakKeyDictionary()
 
 
 def load_tools(config: FoldwiseConfig) -> list[BaseTool]:
@@ -52,6 +60,7 @@ def build_middlewares(
     durable_channels: Sequence[DurableChannel] = (),
     store: BaseStore | ArtifactStore | None = None,
     memory: MemoryManager | None = None,
+    memory_outbox: MemoryOutbox | None = None,
 ) -> list[AgentMiddleware[Any, Any, Any]]:
     """The foldwise middleware list in its required order.
 
@@ -81,8 +90,29 @@ def build_middlewares(
     if offload is not None:
         stack.append(offload)
     if config.memory.enabled or memory is not None:
-        stack.append(MemoryMiddleware.from_config(config, manager=memory))
+        stack.append(_memory_middleware(config, summarization, memory, memory_outbox))
     return stack
+
+
+def _memory_middleware(
+    config: FoldwiseConfig,
+    summarization: SummarizationMiddleware,
+    manager: MemoryManager | None,
+    outbox: MemoryOutbox | None,
+) -> MemoryMiddleware:
+    """Memory with its write queue; a compaction flushes its span into the queue too."""
+    if outbox is None:
+        # A manager handed in keeps its facts where it likes: queue in-process beside it.
+        url = config.memory.url or config.storage.url
+        outbox = LocalMemoryOutbox() if manager is not None else open_outbox(url)
+    pipeline = MemoryPipeline(
+        outbox, agent=config.memory.agent, debounce_seconds=config.memory.debounce_seconds
+    )
+    middleware = MemoryMiddleware.from_config(config, manager=manager, pipeline=pipeline)
+    if config.memory.flush_on_compaction:
+        flushes = summarization.compactor.flushes
+        summarization.compactor.flushes = [*flushes, pipeline.compaction_flush]
+    return middleware
 
 
 def create_agent(
@@ -97,6 +127,7 @@ def create_agent(
     middleware: Sequence[AgentMiddleware[Any, Any, Any]] = (),
     durable_channels: Sequence[DurableChannel] = (),
     memory: MemoryManager | None = None,
+    memory_worker: bool = True,
 ) -> Any:
     """Build a LangGraph agent with foldwise's state schema and middleware.
 
@@ -111,6 +142,8 @@ def create_agent(
         middleware: Extra middleware, placed after foldwise's.
         durable_channels: Application channels rendered in the durable data block.
         memory: Long-term memory to use (default: from the `memory:` block when enabled).
+        memory_worker: Start a background thread that applies queued memory updates (wait for
+            it with `find_memory(agent).pipeline.worker.flush()`); the gateway runs its own.
 
     Returns:
         A compiled LangGraph graph (`langchain.agents.create_agent` under the hood).
@@ -157,7 +190,23 @@ def create_agent(
     )
     if summarization is not None:
         _SUMMARIZERS[agent] = summarization
+    remembering = next((m for m in middlewares if isinstance(m, MemoryMiddleware)), None)
+    if remembering is not None:
+        _MEMORIES[agent] = remembering
+        pipeline = remembering.pipeline
+        if memory_worker and pipeline is not None:
+            remembering.manager.setup()  # idempotent; the worker thread writes from the start
+            pipeline.outbox.setup()
+            pipeline.worker = MemoryWorker(
+                remembering.manager, pipeline.outbox, commit_check=graph_commit_check(agent)
+            )
+            pipeline.worker.start()
     return agent
+
+
+def find_memory(agent: Any) -> MemoryMiddleware | None:
+    """The `MemoryMiddleware` of an agent built by `create_agent`, if memory is on."""
+    return _MEMORIES.get(agent)
 
 
 def find_summarization(agent: Any) -> SummarizationMiddleware | None:

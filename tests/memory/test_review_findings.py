@@ -6,6 +6,7 @@ for the lead: the reason says what is wrong; flip the mark once it is fixed.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import threading
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from foldwise.memory import MemoryManager, namespace_for, open_backend
 from foldwise.memory._quarantine import quarantine_reason
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import gateway_config, open_gateway, user
+from tests.support.memory import settle
 
 NS = namespace_for("alice")
 
@@ -189,7 +191,9 @@ def test_memory_enabled_in_config_alone_remembers(tmp_path: Path) -> None:
     model = ScriptedChatModel(default="ok")
     agent = create_agent(config, model=model, checkpointer=InMemorySaver())
     agent.invoke({"messages": [("user", "I live in Berlin.")]}, _config("a", "alice"))
+    settle(agent)
     agent.invoke({"messages": [("user", "Where do I live?")]}, _config("b", "alice"))
+    settle(agent)
     assert "Berlin" in _block(model.requests[-1].messages)
 
 
@@ -211,10 +215,13 @@ async def test_gateway_memory_is_per_authenticated_user(tmp_path: Path) -> None:
     manager.setup()
     model = ScriptedChatModel(default="ok")
 
+    graphs: list[Any] = []
+
     def factory(request: AgentRequest) -> HostedAgent:
         graph = foldwise.create_agent(
             request.config, model=model, checkpointer=request.checkpointer, memory=manager
         )
+        graphs.append(graph)
         return HostedAgent(graph)
 
     async with open_gateway(config, factory) as (client, _):
@@ -232,6 +239,7 @@ async def test_gateway_memory_is_per_authenticated_user(tmp_path: Path) -> None:
             }
             run = await client.post(f"/threads/{thread}/runs/wait", json=body, headers=headers)
             assert run.status_code == 200, run.text
+            await asyncio.to_thread(settle, graphs[0])  # alice's fact is in before bob runs
     assert "Berlin" not in _block(model.requests[-1].messages)
     assert [f.text for f in manager.list(namespace_for("alice"))] == ["I live in Berlin"]
 
@@ -252,9 +260,11 @@ def test_a_run_without_new_user_input_does_not_re_remember(memory: MemoryManager
     config = FoldwiseConfig.model_validate({"memory": {"enabled": True}})
     agent = create_agent(config, model=model, checkpointer=InMemorySaver(), memory=memory)
     agent.invoke({"messages": [("user", "I live in Berlin.")]}, _config("a", "alice"))
+    settle(agent)
     (first,) = memory.list(NS)
     for _ in range(3):
         agent.invoke({"messages": []}, _config("a", "alice"))
+        settle(agent)
     (again,) = memory.list(NS)
     assert (again.confidence, again.revision) == (first.confidence, first.revision)
 
@@ -399,6 +409,8 @@ def test_recall_for_a_new_request_leaves_the_history_prefix_unchanged(
     config = FoldwiseConfig.model_validate({"memory": {"enabled": True}})
     agent = create_agent(config, model=model, checkpointer=InMemorySaver(), memory=memory)
     agent.invoke({"messages": [("user", "tell me about hobby3")]}, _config("t", "alice"))
+    settle(agent)
     agent.invoke({"messages": [("user", "tell me about hobby77")]}, _config("t", "alice"))
+    settle(agent)
     first, second = model.requests[-2].messages, model.requests[-1].messages
     assert [m.content for m in second[: len(first) - 1]] == [m.content for m in first[:-1]]

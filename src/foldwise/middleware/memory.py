@@ -31,6 +31,7 @@ from foldwise.errors import FoldwiseError
 from foldwise.memory import MemoryManager, namespace_for
 from foldwise.memory._identity import resolve_namespace, resolve_user_id
 from foldwise.memory._inject import memory_context_steps
+from foldwise.memory._pipeline import MemoryPipeline
 from foldwise.memory._thread import run_source
 from foldwise.memory._tools import memory_tools
 from foldwise.messages import is_real_user_message, message_text
@@ -69,6 +70,8 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         recall_k: At most this many recalled facts (0: profile only).
         profile_share: The profile's share of `max_tokens`.
         count: Counts a text's tokens (default: the default counter).
+        pipeline: The write queue: `after_agent` only enqueues the run's slice and a worker
+            applies it (`None`: `after_agent` applies it itself).
     """
 
     def __init__(
@@ -82,8 +85,10 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         recall_k: int = 8,
         profile_share: float = 0.6,
         count: Callable[[str], int] | None = None,
+        pipeline: MemoryPipeline | None = None,
     ) -> None:
         super().__init__()
+        self.pipeline = pipeline
         self.manager = manager
         self.agent = agent
         self.mode = mode
@@ -171,7 +176,12 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             namespace = resolve_namespace(config, self.agent)
             span = run_slice(list(state.get("messages") or []))
             source = run_source(config, via=self.manager.extractor.name)
-            yield from self.manager.remember_steps(namespace, span, source=source)
+            if self.pipeline is not None:
+                yield from self.pipeline.enqueue_steps(
+                    namespace, span, thread_id=source.thread_id, run_id=source.run_id
+                )
+            else:
+                yield from self.manager.remember_steps(namespace, span, source=source)
         except FoldwiseError as exc:
             logger.warning("memory not updated for this run: %s", exc)
 
