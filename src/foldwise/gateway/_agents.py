@@ -111,6 +111,7 @@ def default_agent_factory(request: AgentRequest) -> HostedAgent:
         model=request.model_name,
         checkpointer=request.checkpointer,
         name=request.assistant_id,
+        memory_worker=False,  # the gateway runs one memory worker per process
     )
     return HostedAgent(graph)
 

@@ -55,7 +55,8 @@ from foldwise.gateway._stream import (
 )
 from foldwise.gateway._threads import router as threads_routes
 from foldwise.gateway.storage import open_storage
-from foldwise.memory import MemoryManager
+from foldwise.memory import MemoryManager, MemoryOutbox, MemoryWorker, open_outbox
+from foldwise.memory._pipeline import checkpointer_commit_check
 
 __all__ = ["DEFAULT_SHUTDOWN_GRACE", "app_from_env", "create_app"]
 
@@ -81,29 +82,48 @@ _ROUTERS = (
 """One router per resource, in the order their routes are matched."""
 
 
+_MEMORY_DRAIN_SECONDS = 10.0
+"""On shutdown the memory worker finishes or releases its batch within this."""
+
+
 @asynccontextmanager
-async def _open_memory(config: FoldwiseConfig) -> AsyncIterator[MemoryManager | None]:
-    """The memory routes' manager when `memory.enabled` (set up, closed on exit), else `None`."""
+async def _open_memory(
+    config: FoldwiseConfig, checkpointer: BaseCheckpointSaver[Any]
+) -> AsyncIterator[tuple[MemoryManager, MemoryOutbox] | None]:
+    """With `memory.enabled`: the manager, the write queue and this process's worker.
+
+    The manager serves `/memory/*`; the agents' runs and compactions fill the queue; the
+    worker applies it and, on exit, finishes or releases its batch and leaves the rest queued.
+    """
     if not config.memory.enabled:
         yield None
         return
     # Building the backend may connect and the extractor may build a model: off the loop.
     memory = await asyncio.to_thread(MemoryManager.from_config, config)
+    url = config.memory.url or config.storage.url
+    outbox = await asyncio.to_thread(open_outbox, url)
+    worker = MemoryWorker(memory, outbox, commit_check=checkpointer_commit_check(checkpointer))
     try:
         await memory.asetup()
-        yield memory
+        await outbox.asetup()
+        await worker.astart()
+        yield memory, outbox
     finally:
+        await worker.astop(_MEMORY_DRAIN_SECONDS)
+        await outbox.aclose()
         await memory.aclose()
 
 
 @asynccontextmanager
 async def _databases(
     config: FoldwiseConfig,
-) -> AsyncIterator[tuple[BaseCheckpointSaver[Any], BaseStore, MemoryManager | None]]:
+) -> AsyncIterator[
+    tuple[BaseCheckpointSaver[Any], BaseStore, tuple[MemoryManager, MemoryOutbox] | None]
+]:
     """The checkpointer, the store and the memory manager, opened together, closed on exit."""
     async with (
         open_checkpointer(config.storage.url) as checkpointer,
-        _open_memory(config) as memory,
+        _open_memory(config, checkpointer) as memory,
         open_store(config.storage.url) as store,
     ):
         yield checkpointer, store, memory
@@ -161,7 +181,8 @@ def create_app(
                     runs,
                     queue,
                     store=store,
-                    memory=memory,
+                    memory=memory[0] if memory else None,
+                    memory_queue=memory[1] if memory else None,
                 )
                 logger.info(
                     "foldwise gateway ready (storage: %s, assistants: %s)",

@@ -18,7 +18,7 @@ from foldwise.gateway._manager import RunManager
 from foldwise.gateway._queue import RunQueue
 from foldwise.gateway._serde import jsonable
 from foldwise.gateway.storage import GatewayStorage, ThreadRecord, validate_thread_id
-from foldwise.memory import MemoryManager
+from foldwise.memory import MemoryManager, MemoryOutbox
 
 __all__ = [
     "Gateway",
@@ -46,6 +46,8 @@ class Gateway:
     """The LangGraph store behind `/store/*` (on the gateway database)."""
     memory: MemoryManager | None = None
     """Long-term memory behind `/memory/*`; `None` unless `memory.enabled`."""
+    memory_queue: MemoryOutbox | None = None
+    """The memory write queue (`GET /memory/queue`); `None` unless `memory.enabled`."""
 
     def agent_for(
         self,

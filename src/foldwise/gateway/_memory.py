@@ -198,3 +198,35 @@ async def approve_fact(fact_id: FactIdPath, scope: ScopeDep) -> Response:
 async def reject_fact(fact_id: FactIdPath, scope: ScopeDep) -> Response:
     """Refuse a quarantined fact: it stays, retracted, for the record."""
     return JSONResponse(_fact(await scope.memory.areject(scope.namespace, fact_id)))
+
+
+@router.get("/memory/queue")
+async def queue_status(gateway: GatewayDep, identity: IdentityDep) -> Response:
+    """The memory write queue: rows by status, the oldest pending age, own dead letters.
+
+    Other users' slices are counted, never shown.
+    """
+    _manager(gateway)
+    if gateway.memory_queue is None:  # pragma: no cover - opened together with the manager
+        raise MemoryDisabledError()
+    status = await gateway.memory_queue.astatus()
+    user = memory_user_id(identity)
+    dead = [
+        {
+            "key": letter.key,
+            "namespace": list(letter.namespace),
+            "thread_id": letter.thread_id,
+            "attempts": letter.attempts,
+            "error": letter.error,
+            "at": letter.at.isoformat() if letter.at else None,
+        }
+        for letter in status.dead
+        if letter.namespace[:2] == ("users", user)
+    ]
+    return JSONResponse(
+        {
+            "counts": status.counts,
+            "oldest_pending_seconds": status.oldest_pending_seconds,
+            "dead": dead,
+        }
+    )

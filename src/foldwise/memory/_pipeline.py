@@ -25,7 +25,7 @@ from foldwise.memory._identity import resolve_namespace
 from foldwise.memory._outbox import Enqueued, MemoryOutbox
 from foldwise.memory._worker import MemoryWorker
 
-__all__ = ["MemoryPipeline", "graph_commit_check"]
+__all__ = ["MemoryPipeline", "checkpointer_commit_check", "graph_commit_check"]
 
 _REF_SEPARATOR = "@"
 
@@ -69,6 +69,31 @@ def graph_commit_check(graph: Any) -> Callable[[str, str], Any]:
 
             return read()
         return _verdict(graph.get_state(config), ref)
+
+    return check
+
+
+class _Head:
+    """A checkpoint tuple read as the two things `_verdict` needs."""
+
+    def __init__(self, found: Any) -> None:
+        checkpoint = getattr(found, "checkpoint", None) or {}
+        self.values = checkpoint.get("channel_values") or {}
+        self.created_at = checkpoint.get("ts")
+
+
+def checkpointer_commit_check(checkpointer: Any) -> Callable[[str, str], Any]:
+    """A `CommitCheck` reading the thread's head checkpoint (the gateway's worker uses it)."""
+
+    def check(thread_id: str, ref: str) -> Any:
+        config = {"configurable": {"thread_id": thread_id}}
+        if _in_loop():
+
+            async def read() -> bool | None:
+                return _verdict(_Head(await checkpointer.aget_tuple(config)), ref)
+
+            return read()
+        return _verdict(_Head(checkpointer.get_tuple(config)), ref)
 
     return check
 
