@@ -123,5 +123,9 @@ def test_memory_across_threads_users_and_changes(tmp_path: Path) -> None:
         block = _data_messages(stub.requests[-1])
         assert "Munich" in block and "Berlin" not in block
 
+        events = client.get("/memory/events", headers={"x-api-key": KEYS["alice"]}).json()
+        actions = {e["action"] for e in events["events"]}
+        assert {"add", "supersede"} <= actions
+        assert all(e["namespace"][:2] == ["users", "alice"] for e in events["events"])
         queue = client.get("/memory/queue", headers={"x-api-key": KEYS["alice"]}).json()
         assert not queue["counts"].get("dead") and queue["dead"] == []

@@ -230,3 +230,17 @@ async def queue_status(gateway: GatewayDep, identity: IdentityDep) -> Response:
             "dead": dead,
         }
     )
+
+
+@router.get("/memory/events")
+async def list_events(
+    scope: ScopeDep, limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50
+) -> Response:
+    """The caller's memory decisions, newest first, with their reasons and evidence.
+
+    Added, superseded, retracted, quarantined, rejected by the gate or deduplicated.
+    """
+    events = await scope.memory.aevents(scope.namespace, limit=limit)
+    return JSONResponse(
+        {"namespace": list(scope.namespace), "events": [e.model_dump(mode="json") for e in events]}
+    )
