@@ -201,6 +201,8 @@ def create_agent(
                 remembering.manager, pipeline.outbox, commit_check=graph_commit_check(agent)
             )
             pipeline.worker.start()
+            # The thread holds the agent only weakly: stop it once the agent is collected.
+            weakref.finalize(agent, pipeline.worker.request_stop)
     return agent
 
 

@@ -11,6 +11,7 @@ span only once the receipt is in the thread's state (`graph_commit_check`).
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -58,9 +59,19 @@ def _verdict(snapshot: Any, ref: str) -> bool | None:
 
 
 def graph_commit_check(graph: Any) -> Callable[[str, str], Any]:
-    """A `CommitCheck` reading the thread's head from `graph` (sync or async, as called)."""
+    """A `CommitCheck` reading the thread's head from `graph` (sync or async, as called).
+
+    The graph is held weakly (a worker thread must not keep a dropped agent alive); a graph
+    without a checkpointer persists no thread, so nothing can roll its compaction back.
+    """
+    graph_ref = weakref.ref(graph)
 
     def check(thread_id: str, ref: str) -> Any:
+        graph = graph_ref()
+        if graph is None:
+            return None  # the agent is gone: its worker is stopping, leave the span queued
+        if getattr(graph, "checkpointer", None) in (None, False):
+            return True
         config = {"configurable": {"thread_id": thread_id}}
         if hasattr(graph, "aget_state") and _in_loop():
 

@@ -269,6 +269,11 @@ class MemoryWorker:
                 self._nudge.wait(self.poll_seconds)
                 self._nudge.clear()
 
+    def request_stop(self) -> None:
+        """Ask the worker thread to stop after the batch in hand, without waiting for it."""
+        self._stopping.set()
+        self._nudge.set()
+
     def stop(self, timeout: float | None = None) -> bool:
         """Stop claiming; wait up to `timeout` for the batch in hand. `True` once stopped."""
         self._stopping.set()
