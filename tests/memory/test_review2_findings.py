@@ -21,7 +21,8 @@ from foldwise.agent import find_memory
 from foldwise.gateway import AgentRequest, HostedAgent
 from foldwise.memory import MemoryOutbox, namespace_for
 from foldwise.memory._facts import Namespace, utcnow
-from foldwise.memory._pipeline import _commit_ref, _verdict
+from foldwise.memory._pipeline import _commit_ref, _verdict, checkpointer_commit_check
+from foldwise.memory._worker import _acheck_commit
 from foldwise.testing import ScriptedChatModel
 from tests.memory.queue_support import Clock, turn
 from tests.support.gateway import gateway_config, open_gateway
@@ -203,3 +204,19 @@ def test_the_callers_dead_letters_survive_other_tenants_failures(
     assert status.counts.get("dead") == 21
     letters = status.dead
     assert any(letter.namespace == ALICE for letter in letters)
+
+
+class _AsyncOnlySaver(InMemorySaver):
+    def get_tuple(self, config: Any) -> Any:
+        raise AssertionError("sync get_tuple called by the async worker")
+
+    async def aget_tuple(self, config: Any) -> Any:
+        return None  # no checkpoint of this thread yet
+
+
+async def test_the_async_worker_reads_the_checkpointer_asynchronously() -> None:
+    """Was: the gateway's async worker ran `checkpointer_commit_check` in a thread, where it
+    took the sync path (`checkpointer.get_tuple`): an async-only checkpointer failed every
+    compaction span, and the async savers were driven through a blocked pool thread."""
+    check = checkpointer_commit_check(_AsyncOnlySaver())
+    assert await _acheck_commit(check, "t", _commit_ref("cmp_x")) is True  # no thread yet

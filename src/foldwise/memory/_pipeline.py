@@ -58,6 +58,22 @@ def _verdict(snapshot: Any, ref: str) -> bool | None:
     return False if head > flushed_at else None
 
 
+class _LoopAwareCheck:
+    """A check that reads asynchronously when called on a running loop.
+
+    `loop_aware` tells the async worker to call it on the loop (not in a thread, where it would
+    take the sync path and call a sync checkpointer method from the async worker).
+    """
+
+    loop_aware = True
+
+    def __init__(self, check: Callable[[str, str], Any]) -> None:
+        self._check = check
+
+    def __call__(self, thread_id: str, ref: str) -> Any:
+        return self._check(thread_id, ref)
+
+
 def graph_commit_check(graph: Any) -> Callable[[str, str], Any]:
     """A `CommitCheck` reading the thread's head from `graph` (sync or async, as called).
 
@@ -81,7 +97,7 @@ def graph_commit_check(graph: Any) -> Callable[[str, str], Any]:
             return read()
         return _verdict(graph.get_state(config), ref)
 
-    return check
+    return _LoopAwareCheck(check)
 
 
 class _Head:
@@ -106,7 +122,7 @@ def checkpointer_commit_check(checkpointer: Any) -> Callable[[str, str], Any]:
             return read()
         return _verdict(_Head(checkpointer.get_tuple(config)), ref)
 
-    return check
+    return _LoopAwareCheck(check)
 
 
 def _in_loop() -> bool:

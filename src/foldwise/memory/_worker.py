@@ -54,6 +54,9 @@ def _check_commit_sync(check: CommitCheck, thread_id: str, ref: str) -> bool | N
 async def _acheck_commit(check: CommitCheck, thread_id: str, ref: str) -> bool | None:
     if inspect.iscoroutinefunction(check):
         return await check(thread_id, ref)  # type: ignore[no-any-return]
+    if getattr(check, "loop_aware", False):  # reads with async I/O when called on the loop
+        found = check(thread_id, ref)
+        return await found if inspect.isawaitable(found) else found  # type: ignore[return-value]
     verdict = await asyncio.to_thread(check, thread_id, ref)  # a sync check may do I/O
     if inspect.isawaitable(verdict):
         return await verdict
