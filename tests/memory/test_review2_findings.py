@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import threading
 import time
@@ -19,12 +20,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from foldwise import FoldwiseConfig, create_agent
 from foldwise.agent import find_memory
 from foldwise.gateway import AgentRequest, HostedAgent
-from foldwise.memory import MemoryOutbox, namespace_for
+from foldwise.memory import MemoryManager, MemoryOutbox, namespace_for, open_backend
 from foldwise.memory._facts import Namespace, utcnow
 from foldwise.memory._pipeline import _commit_ref, _verdict, checkpointer_commit_check
 from foldwise.memory._worker import _acheck_commit
 from foldwise.testing import ScriptedChatModel
 from tests.memory.queue_support import Clock, turn
+from tests.support.async_only_store import AsyncOnlyStore
 from tests.support.gateway import gateway_config, open_gateway
 
 ALICE = namespace_for("alice")
@@ -220,3 +222,24 @@ async def test_the_async_worker_reads_the_checkpointer_asynchronously() -> None:
     compaction span, and the async savers were driven through a blocked pool thread."""
     check = checkpointer_commit_check(_AsyncOnlySaver())
     assert await _acheck_commit(check, "t", _commit_ref("cmp_x")) is True  # no thread yet
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: create_agent's default worker thread (memory_worker=True) applies updates "
+    "with the sync store API: over an async-only LangGraph store every update dead-letters "
+    "(SyncStoreCallError) unless the caller knows to pass memory_worker=False",
+)
+def test_the_default_worker_applies_updates_over_an_async_only_store() -> None:
+    store = AsyncOnlyStore()
+    manager = MemoryManager(open_backend("memory://", store=store))
+    config = FoldwiseConfig.model_validate({"memory": {"enabled": True}})
+    model = ScriptedChatModel(default="ok")
+    agent = create_agent(config, model=model, checkpointer=InMemorySaver(), memory=manager)
+    run = {"configurable": {"thread_id": "a", "user_id": "alice"}}
+    asyncio.run(agent.ainvoke({"messages": [("user", "My name is Alice.")]}, run))
+    memory = find_memory(agent)
+    assert memory is not None and memory.pipeline is not None and memory.pipeline.worker
+    with contextlib.suppress(TimeoutError):
+        memory.pipeline.worker.flush(timeout=5)
+    assert not memory.pipeline.outbox.status().counts.get("dead")

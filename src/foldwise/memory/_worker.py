@@ -56,7 +56,7 @@ async def _acheck_commit(check: CommitCheck, thread_id: str, ref: str) -> bool |
         return await check(thread_id, ref)  # type: ignore[no-any-return]
     if getattr(check, "loop_aware", False):  # reads with async I/O when called on the loop
         found = check(thread_id, ref)
-        return await found if inspect.isawaitable(found) else found  # type: ignore[return-value]
+        return await found if inspect.isawaitable(found) else found
     verdict = await asyncio.to_thread(check, thread_id, ref)  # a sync check may do I/O
     if inspect.isawaitable(verdict):
         return await verdict
