@@ -142,8 +142,7 @@ def create_agent(
         middleware: Extra middleware, placed after foldwise's.
         durable_channels: Application channels rendered in the durable data block.
         memory: Long-term memory to use (default: from the `memory:` block when enabled).
-        memory_worker: Start a background thread that applies queued memory updates (wait for
-            it with `find_memory(agent).pipeline.worker.flush()`); the gateway runs its own.
+        memory_worker: Run a thread applying queued memory updates (the gateway runs its own).
 
     Returns:
         A compiled LangGraph graph (`langchain.agents.create_agent` under the hood).
@@ -193,17 +192,28 @@ def create_agent(
     remembering = next((m for m in middlewares if isinstance(m, MemoryMiddleware)), None)
     if remembering is not None:
         _MEMORIES[agent] = remembering
-        pipeline = remembering.pipeline
-        if memory_worker and pipeline is not None:
-            remembering.manager.setup()  # idempotent; the worker thread writes from the start
-            pipeline.outbox.setup()
-            pipeline.worker = MemoryWorker(
-                remembering.manager, pipeline.outbox, commit_check=graph_commit_check(agent)
-            )
-            pipeline.worker.start()
-            # The thread holds the agent only weakly: stop it once the agent is collected.
-            weakref.finalize(agent, pipeline.worker.request_stop)
+        if memory_worker:
+            _start_memory_worker(agent, remembering)
     return agent
+
+
+def _start_memory_worker(agent: Any, middleware: MemoryMiddleware) -> None:
+    """A worker thread applying the agent's memory queue, stopped when the agent is collected.
+
+    It holds the agent only weakly (for the compaction commit check), so dropping the agent
+    stops the thread instead of keeping both alive.
+    """
+    pipeline = middleware.pipeline
+    if pipeline is None:
+        return
+    middleware.manager.setup()  # idempotent; the worker thread writes from the start
+    pipeline.outbox.setup()
+    check = graph_commit_check(agent)  # holds the graph weakly
+    worker = MemoryWorker(middleware.manager, pipeline.outbox, commit_check=check)
+    pipeline.worker = worker
+    worker.start()
+    # Not `stop`: the last reference may drop on the worker's own thread, which cannot join.
+    weakref.finalize(agent, worker.request_stop)
 
 
 def find_memory(agent: Any) -> MemoryMiddleware | None:

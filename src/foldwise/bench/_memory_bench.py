@@ -222,6 +222,41 @@ class MemoryBenchReport:
             ),
         ]
 
+    def _queue_lines(self) -> list[str]:
+        p, k = self.pipeline, self.kill
+        return [
+            "### The write queue",
+            "",
+            "| Step | p50 | p95 |",
+            "|---|---|---|",
+            _cost_row(
+                "enqueue (sync, on the answer's path)",
+                p.enqueue_sync.p50_ms,
+                p.enqueue_sync.p95_ms,
+            ),
+            _cost_row(
+                "enqueue (async)",
+                p.enqueue_async.p50_ms,
+                p.enqueue_async.p95_ms,
+            ),
+            _cost_row(
+                "answer to fact visible (worker woken)",
+                p.end_to_end.p50_ms,
+                p.end_to_end.p95_ms,
+            ),
+            _cost_row(
+                "answer to fact visible (worker polling)",
+                p.end_to_end_polling.p50_ms,
+                p.end_to_end_polling.p95_ms,
+            ),
+            "",
+            f"Worker throughput: {p.worker_slices_per_second:.0f} slices/s "
+            f"(rules extractor, {p.backend}). Kill test: {k.points} "
+            f"SIGKILLs at seeded points in {k.seconds:.1f} s, "
+            f"{k.state_mismatches} namespaces differing from a crash-free run.",
+            "",
+        ]
+
     def to_markdown(self) -> str:
         """The report as Markdown tables."""
         c, cost, rows = self.search, self.cost, self._rows()
@@ -257,36 +292,7 @@ class MemoryBenchReport:
             "",
             f"Search latency at {c.facts:,} facts: p50 {c.p50_ms:.2f} ms, p95 {c.p95_ms:.2f} ms.",
             "",
-            "### The write queue",
-            "",
-            "| Step | p50 | p95 |",
-            "|---|---|---|",
-            _cost_row(
-                "enqueue (sync, on the answer's path)",
-                self.pipeline.enqueue_sync.p50_ms,
-                self.pipeline.enqueue_sync.p95_ms,
-            ),
-            _cost_row(
-                "enqueue (async)",
-                self.pipeline.enqueue_async.p50_ms,
-                self.pipeline.enqueue_async.p95_ms,
-            ),
-            _cost_row(
-                "answer to fact visible (worker woken)",
-                self.pipeline.end_to_end.p50_ms,
-                self.pipeline.end_to_end.p95_ms,
-            ),
-            _cost_row(
-                "answer to fact visible (worker polling)",
-                self.pipeline.end_to_end_polling.p50_ms,
-                self.pipeline.end_to_end_polling.p95_ms,
-            ),
-            "",
-            f"Worker throughput: {self.pipeline.worker_slices_per_second:.0f} slices/s "
-            f"(rules extractor, {self.pipeline.backend}). Kill test: {self.kill.points} "
-            f"SIGKILLs at seeded points in {self.kill.seconds:.1f} s, "
-            f"{self.kill.state_mismatches} namespaces differing from a crash-free run.",
-            "",
+            *self._queue_lines(),
             "### Cost per run when applied directly (`remember`)",
             "",
             "| Step | p50 | p95 |",
