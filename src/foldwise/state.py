@@ -24,6 +24,7 @@ class FoldwiseState(AgentState[Any]):
     - `offloads`: references to artifacts stored outside the context (newest 50).
     - `memory_context`: what long-term memory shows this thread (profile and recall), written
       by `MemoryMiddleware` when it changes.
+    - `memory_queued_through`: the id of the last message long-term memory has queued.
     """
 
     summary_text: NotRequired[str | None]
@@ -32,3 +33,4 @@ class FoldwiseState(AgentState[Any]):
     skill_context: NotRequired[Annotated[list[dict[str, Any]], merge_skill_context]]
     offloads: NotRequired[Annotated[list[dict[str, Any]], merge_offloads]]
     memory_context: NotRequired[dict[str, Any]]
+    memory_queued_through: NotRequired[str | None]

@@ -136,3 +136,15 @@ def test_a_committed_compaction_flushes_its_span_even_in_tool_mode(tmp_path: Any
     settle(agent)
     counts = memory.pipeline.outbox.status().counts
     assert counts.get("done") == len(receipts) and not counts.get("pending")
+
+
+def test_unread_span_reads_after_the_marker_or_everything() -> None:
+    from langchain_core.messages import HumanMessage
+
+    from foldwise.middleware.memory import unread_span
+
+    history = [HumanMessage("one", id="h1"), AIMessage("a", id="a1"), HumanMessage("two", id="h2")]
+    assert [m.id for m in unread_span(history, "a1")] == ["h2"]
+    assert [m.id for m in unread_span(history, None)] == ["h1", "a1", "h2"]
+    assert [m.id for m in unread_span(history, "compacted-away")] == ["h1", "a1", "h2"]
+    assert unread_span(history, "h2") == []

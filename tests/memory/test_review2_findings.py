@@ -98,12 +98,6 @@ def _lookup(q: str) -> str:
     return "result"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: a run that fails after the model answered (here: the model's second call "
-    "raises) never reaches after_agent, and the next run's run_slice starts at its own user "
-    "message: the failed run's user input is never queued, so its facts are lost for good",
-)
 def test_a_failed_runs_user_input_is_remembered_by_the_next_run() -> None:
     config = FoldwiseConfig.model_validate(
         {"memory": {"enabled": True, "url": "memory://", "debounce_seconds": 0}}

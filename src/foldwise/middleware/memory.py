@@ -38,11 +38,28 @@ from foldwise.messages import is_real_user_message, message_text
 from foldwise.state import FoldwiseState
 from foldwise.tokens import get_counter
 
-__all__ = ["MemoryMiddleware", "run_slice"]
+__all__ = ["QUEUED_THROUGH_KEY", "MemoryMiddleware", "run_slice", "unread_span"]
 
 logger = logging.getLogger(__name__)
 
 _QUERY_CHARS = 500
+
+
+QUEUED_THROUGH_KEY = "memory_queued_through"
+"""State key: the id of the last message memory has queued (the next run reads after it)."""
+
+
+def unread_span(messages: Sequence[BaseMessage], through: object) -> list[BaseMessage]:
+    """The messages after `through` (the last one queued before), else all of them.
+
+    No marker (memory's first run on the thread, or the runs before it failed) or a marker
+    that compaction removed gives the whole history: re-reading is harmless, since candidates
+    from messages already behind a fact are deduplicated.
+    """
+    if not through:
+        return list(messages)
+    index = next((i for i, m in enumerate(messages) if m.id == through), None)
+    return list(messages) if index is None else list(messages[index + 1 :])
 
 
 def run_slice(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -167,14 +184,15 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
 
     # -- passive writer -------------------------------------------------------------------------
 
-    def _remember_steps(self, state: Any) -> Steps[None]:
+    def _remember_steps(self, state: Any) -> Steps[dict[str, Any] | None]:
         if self.mode == "tool":
-            return
+            return None
         config = current_config()
+        messages = list(state.get("messages") or [])
         try:
             yield from self._ready_steps()
             namespace = resolve_namespace(config, self.agent)
-            span = run_slice(list(state.get("messages") or []))
+            span = unread_span(messages, state.get(QUEUED_THROUGH_KEY))
             source = run_source(config, via=self.manager.extractor.name)
             if self.pipeline is not None:
                 yield from self.pipeline.enqueue_steps(
@@ -184,15 +202,22 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
                 yield from self.manager.remember_steps(namespace, span, source=source)
         except FoldwiseError as exc:
             logger.warning("memory not updated for this run: %s", exc)
+            return None
+        last = messages[-1].id if messages else None
+        return (
+            {QUEUED_THROUGH_KEY: last} if last and last != state.get(QUEUED_THROUGH_KEY) else None
+        )
 
     def after_agent(self, state: FoldwiseState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Remember what the run's user inputs and answers say about the user."""
-        run_sync(self._remember_steps(state))
-        return None
+        """Queue what the run's user inputs and answers say about the user.
+
+        Everything after the last message a previous run queued is read, so the input of a
+        run that failed before this hook is read by the next one.
+        """
+        return run_sync(self._remember_steps(state))
 
     async def aafter_agent(
         self, state: FoldwiseState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async twin of `after_agent`."""
-        await run_async(self._remember_steps(state))
-        return None
+        return await run_async(self._remember_steps(state))
