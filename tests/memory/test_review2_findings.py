@@ -163,11 +163,6 @@ async def test_the_gateway_worker_drains_what_its_agents_queue_in_memory(tmp_pat
     assert await _told_fact_reaches_the_routes(tmp_path, memory)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: the debounce has no upper bound: a thread whose messages arrive closer "
-    "together than debounce_seconds is never due, so nothing it said is applied while it talks",
-)
 def test_a_thread_that_keeps_talking_is_applied_within_a_bound(
     outbox: MemoryOutbox, clock: Clock
 ) -> None:

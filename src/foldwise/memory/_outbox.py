@@ -27,7 +27,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
@@ -235,12 +235,18 @@ class QueueRow:
         return self.status == "claimed" and self.lease_until is not None and self.lease_until > now
 
 
+MAX_DEFERRAL = timedelta(seconds=60)
+"""A debounce key whose oldest row has been due this long is claimed even while its thread
+keeps talking (a burst never defers memory for longer)."""
+
+
 def pick_batch(rows: Sequence[QueueRow], now: datetime, due_by: datetime) -> list[QueueRow] | None:
     """The batch to claim among one namespace's live rows (in id order), or `None`.
 
     Nothing while any row of the namespace is leased. Else the first debounce key (oldest row
     first) whose head is due by `due_by`: its unfinished batch if it has one (exactly that
-    batch's rows), else all its rows, which are due only when every one of them is.
+    batch's rows), else all its rows, which are due when every one of them is, or when the
+    oldest has waited `MAX_DEFERRAL` past its own due time.
     """
     if any(row.leased(now) for row in rows):
         return None
@@ -251,6 +257,8 @@ def pick_batch(rows: Sequence[QueueRow], now: datetime, due_by: datetime) -> lis
         batched = [row for row in group if row.batch_key is not None]
         head = [row for row in batched if row.batch_key == batched[0].batch_key] or group
         if max(row.due_at for row in head) <= due_by:
+            return head
+        if min(row.due_at for row in head) + MAX_DEFERRAL <= due_by:
             return head
     return None
 
