@@ -202,15 +202,16 @@ async def reject_fact(fact_id: FactIdPath, scope: ScopeDep) -> Response:
 
 @router.get("/memory/queue")
 async def queue_status(gateway: GatewayDep, identity: IdentityDep) -> Response:
-    """The memory write queue: rows by status, the oldest pending age, own dead letters.
+    """The caller's part of the memory write queue.
 
-    Other users' slices are counted, never shown.
+    Rows by status, the oldest pending age, the newest dead letters with their errors; other
+    users' rows are neither counted nor shown.
     """
     _manager(gateway)
     if gateway.memory_queue is None:  # pragma: no cover - opened together with the manager
         raise MemoryDisabledError()
-    status = await gateway.memory_queue.astatus()
     user = memory_user_id(identity)
+    status = await gateway.memory_queue.astatus(namespace_prefix=("users", user))
     dead = [
         {
             "key": letter.key,
@@ -221,7 +222,6 @@ async def queue_status(gateway: GatewayDep, identity: IdentityDep) -> Response:
             "at": letter.at.isoformat() if letter.at else None,
         }
         for letter in status.dead
-        if letter.namespace[:2] == ("users", user)
     ]
     return JSONResponse(
         {

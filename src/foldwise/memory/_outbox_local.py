@@ -246,11 +246,19 @@ class LocalMemoryOutbox:
 
     arelease_owned = _inline(release_owned)
 
-    def status(self, *, dead_limit: int = 20) -> OutboxStatus:
-        """Counts by status, the newest dead letters with their errors, the oldest live age."""
+    def status(
+        self, *, dead_limit: int = 20, namespace_prefix: Namespace | None = None
+    ) -> OutboxStatus:
+        """Counts by status, the newest dead letters with their errors, the oldest live age.
+
+        With `namespace_prefix`, only rows of namespaces under it count (one tenant's view).
+        """
         now = self.clock()
         with self._lock:
             rows = list(self._rows.values())
+        if namespace_prefix is not None:
+            size = len(namespace_prefix)
+            rows = [r for r in rows if tuple(r.item.namespace[:size]) == tuple(namespace_prefix)]
         counts: dict[str, int] = {}
         for row in rows:
             counts[row.status] = counts.get(row.status, 0) + 1

@@ -66,6 +66,15 @@ _CANDIDATES = (
 _SCAN = 8
 
 
+def _prefix_filter(prefix: Namespace | None) -> tuple[str, tuple[Any, ...]]:
+    """A WHERE clause matching namespaces equal to or under `prefix` (all with `None`)."""
+    if prefix is None:
+        return "1 = 1", ()
+    exact = namespace_key(prefix)
+    under = exact[:-1].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ",%"
+    return "(namespace = ? OR namespace LIKE ? ESCAPE '\\')", (exact, under)
+
+
 def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" for _ in values)
 
@@ -332,21 +341,34 @@ class SqlMemoryOutbox:
 
     arelease_owned = off_loop(release_owned)
 
-    def status(self, *, dead_limit: int = 20) -> OutboxStatus:
-        """Counts by status, the newest dead letters with their errors, the oldest live age."""
+    def status(
+        self, *, dead_limit: int = 20, namespace_prefix: Namespace | None = None
+    ) -> OutboxStatus:
+        """Counts by status, the newest dead letters with their errors, the oldest live age.
+
+        With `namespace_prefix`, only rows of namespaces under it count (one tenant's view).
+        """
+        where, params = _prefix_filter(namespace_prefix)
         with self.dialect.read() as session:
             counts = session.fetchall(
-                self.dialect.sql("SELECT status, count(*) FROM {p}memory_outbox GROUP BY status")
+                self.dialect.sql(
+                    f"SELECT status, count(*) FROM {{p}}memory_outbox WHERE {where} GROUP BY status"
+                ),
+                params,
             )
             oldest = session.fetchone(
-                self.dialect.sql(f"SELECT min(created_at) FROM {{p}}memory_outbox WHERE {_LIVE}")
+                self.dialect.sql(
+                    f"SELECT min(created_at) FROM {{p}}memory_outbox WHERE {_LIVE} AND {where}"
+                ),
+                params,
             )
             dead = session.fetchall(
                 self.dialect.sql(
                     "SELECT item_key, namespace, thread_id, attempts, last_error, done_at "
-                    "FROM {p}memory_outbox WHERE status = 'dead' ORDER BY id DESC LIMIT ?"
+                    f"FROM {{p}}memory_outbox WHERE status = 'dead' AND {where} "
+                    "ORDER BY id DESC LIMIT ?"
                 ),
-                (dead_limit,),
+                (*params, dead_limit),
             )
         age = None
         if oldest is not None and oldest[0] is not None:
