@@ -45,8 +45,10 @@ __all__ = [
     "async_function",
     "async_method",
     "blocking",
+    "blocking_method",
     "given_async",
     "given_sync",
+    "inline_method",
     "perform",
     "run_async",
     "run_sync",
@@ -112,6 +114,35 @@ def blocking(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     return run
+
+
+def _method_twin(
+    method: Callable[Concatenate[S, P], R], runner: Callable[..., Awaitable[R]]
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    @functools.wraps(method)
+    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await runner(method, self, *args, **kwargs)
+
+    run.__name__ = run.__qualname__ = "a" + method.__name__
+    return run
+
+
+def blocking_method(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """`blocking` for a method: the ``a``-twin runs it in a worker thread, off the loop."""
+    return _method_twin(method, asyncio.to_thread)
+
+
+async def _call_inline(fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+    return fn(*args, **kwargs)
+
+
+def inline_method(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """The ``a``-twin of a method that performs no I/O (in-memory state): called inline."""
+    return _method_twin(method, _call_inline)
 
 
 def _inline(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:

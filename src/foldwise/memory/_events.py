@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from foldwise._steps import blocking_method
 from foldwise.errors import MemoryInputError
 from foldwise.memory._backend_common import namespace_key
 from foldwise.memory._contracts import MemoryBackend
@@ -29,7 +30,7 @@ from foldwise.memory._facts import (
     Slot,
     check_namespace,
 )
-from foldwise.memory._sql_backend import SqlMemoryBackend, off_loop
+from foldwise.memory._sql_backend import SqlMemoryBackend
 from foldwise.memory._sql_dialect import Dialect
 
 __all__ = [
@@ -144,7 +145,7 @@ class SqlMemoryEvents:
                     ),
                 )
 
-    arecord = off_loop(record)
+    arecord = blocking_method(record)
 
     def list_events(self, namespace: Namespace, *, limit: int = 50) -> list[MemoryEvent]:
         """The namespace's newest `limit` events, newest first."""
@@ -159,7 +160,7 @@ class SqlMemoryEvents:
             )
         return [MemoryEvent.model_validate_json(row[0]) for row in rows]
 
-    alist_events = off_loop(list_events)
+    alist_events = blocking_method(list_events)
 
 
 class LocalMemoryEvents:

@@ -9,16 +9,15 @@ work inline (no I/O, nothing blocks the loop beyond the short lock).
 
 from __future__ import annotations
 
-import functools
 import threading
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from langchain_core.messages import BaseMessage
 
+from foldwise._steps import inline_method
 from foldwise.memory._facts import Namespace, utcnow
 from foldwise.memory._outbox import (
     MAX_ERROR_CHARS,
@@ -40,23 +39,6 @@ from foldwise.memory._outbox import (
 )
 
 __all__ = ["LocalMemoryOutbox"]
-
-S = TypeVar("S")
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _inline(
-    method: Callable[Concatenate[S, P], R],
-) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
-    """The async twin of an in-memory method: the same call, inline (no I/O to wait for)."""
-
-    @functools.wraps(method)
-    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return method(self, *args, **kwargs)
-
-    run.__name__ = run.__qualname__ = "a" + method.__name__
-    return run
 
 
 _LIVE = ("pending", "claimed")
@@ -95,12 +77,12 @@ class LocalMemoryOutbox:
     def setup(self) -> None:
         """Nothing to set up."""
 
-    asetup = _inline(setup)
+    asetup = inline_method(setup)
 
     def close(self) -> None:
         """Nothing to close (the queue stays readable)."""
 
-    aclose = _inline(close)
+    aclose = inline_method(close)
 
     def enqueue(
         self,
@@ -132,7 +114,7 @@ class LocalMemoryOutbox:
             self._keys[key] = row_id
         return Enqueued(key=key, created=True)
 
-    aenqueue = _inline(enqueue)
+    aenqueue = inline_method(enqueue)
 
     def claim(
         self,
@@ -177,7 +159,7 @@ class LocalMemoryOutbox:
             key, items[0].namespace, items[0].thread_id, items, worker_id, token, until
         )
 
-    aclaim = _inline(claim)
+    aclaim = inline_method(claim)
 
     def _held(self, batch: OutboxBatch, ids: Sequence[int]) -> list[_Row]:
         rows = [self._rows.get(i) for i in ids]
@@ -202,7 +184,7 @@ class LocalMemoryOutbox:
                 row.last_error = reason if row.item.id in discarded else None
         return len(rows)
 
-    acomplete = _inline(complete)
+    acomplete = inline_method(complete)
 
     def fail(self, batch: OutboxBatch, error: str, *, retry_in: float | None) -> int:
         """Count a failed attempt: retry after `retry_in` seconds, or (`None`) dead-letter it."""
@@ -221,7 +203,7 @@ class LocalMemoryOutbox:
                     row.status, row.due_at = "pending", due
         return len(rows)
 
-    afail = _inline(fail)
+    afail = inline_method(fail)
 
     def release(self, batch: OutboxBatch, *, retry_in: float = 0.0) -> int:
         """Give the batch back unapplied (no attempt counted), claimable after `retry_in`."""
@@ -233,7 +215,7 @@ class LocalMemoryOutbox:
                 row.lease_token = row.lease_until = None
         return len(rows)
 
-    arelease = _inline(release)
+    arelease = inline_method(release)
 
     def release_owned(self, worker_id: str) -> int:
         """Release every batch leased to `worker_id`."""
@@ -244,7 +226,7 @@ class LocalMemoryOutbox:
                 row.status, row.lease_token, row.lease_until = "pending", None, None
         return len(rows)
 
-    arelease_owned = _inline(release_owned)
+    arelease_owned = inline_method(release_owned)
 
     def status(
         self, *, dead_limit: int = 20, namespace_prefix: Namespace | None = None
@@ -280,4 +262,4 @@ class LocalMemoryOutbox:
             oldest_pending_seconds=(now - min(live)).total_seconds() if live else None,
         )
 
-    astatus = _inline(status)
+    astatus = inline_method(status)

@@ -2,7 +2,8 @@
 
 Rows live in ``memory_outbox`` (migration 2 of the memory ledger), next to the facts, in the
 gateway's database by default. Like `SqlMemoryBackend`, it is sync DB-API code over a `Dialect`
-whose async twins run it in a worker thread (`off_loop`). A claim is one write transaction:
+whose async twins run it in a worker thread (`foldwise._steps.blocking_method`). A claim is
+one write transaction:
 
 - SQLite: ``BEGIN IMMEDIATE`` takes the database's writer lock, so the read of the live rows
   and the ``UPDATE … RETURNING`` that claims them are atomic against every other connection
@@ -28,6 +29,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from foldwise._steps import blocking_method
 from foldwise.memory._backend_common import namespace_key
 from foldwise.memory._facts import Namespace, utcnow
 from foldwise.memory._outbox import (
@@ -48,7 +50,6 @@ from foldwise.memory._outbox import (
     outbox_key,
     pick_batch,
 )
-from foldwise.memory._sql_backend import off_loop
 from foldwise.memory._sql_dialect import Dialect, Row, Session
 
 __all__ = ["SqlMemoryOutbox"]
@@ -100,13 +101,13 @@ class SqlMemoryOutbox:
         """Connect and apply the memory migrations (idempotent)."""
         self.dialect.open()
 
-    asetup = off_loop(setup)
+    asetup = blocking_method(setup)
 
     def close(self) -> None:
         """Disconnect; safe to call twice."""
         self.dialect.close()
 
-    aclose = off_loop(close)
+    aclose = blocking_method(close)
 
     def _t(self, moment: datetime) -> Any:
         return self.dialect.to_time(moment)
@@ -161,7 +162,7 @@ class SqlMemoryOutbox:
             )
         return Enqueued(key=key, created=row is not None)
 
-    aenqueue = off_loop(enqueue)
+    aenqueue = blocking_method(enqueue)
 
     def claim(
         self,
@@ -197,7 +198,7 @@ class SqlMemoryOutbox:
                     batches.append(batch)
         return batches
 
-    aclaim = off_loop(claim)
+    aclaim = blocking_method(claim)
 
     def _claim_namespace(
         self,
@@ -297,7 +298,7 @@ class SqlMemoryOutbox:
         count = self._update(batch, done, (now, reason), list(discarded))
         return count + self._update(batch, done, (now, None), applied)
 
-    acomplete = off_loop(complete)
+    acomplete = blocking_method(complete)
 
     def fail(self, batch: OutboxBatch, error: str, *, retry_in: float | None) -> int:
         """Count a failed attempt: retry after `retry_in` seconds, or (`None`) dead-letter it."""
@@ -317,7 +318,7 @@ class SqlMemoryOutbox:
         )
         return self._update(batch, assignments, (text, self._t(due)), ids)
 
-    afail = off_loop(fail)
+    afail = blocking_method(fail)
 
     def release(self, batch: OutboxBatch, *, retry_in: float = 0.0) -> int:
         """Give the batch back unapplied (no attempt counted), claimable after `retry_in`."""
@@ -325,7 +326,7 @@ class SqlMemoryOutbox:
         assignments = "status = 'pending', due_at = ?, lease_until = NULL, lease_token = NULL"
         return self._update(batch, assignments, (self._t(due),), [i.id for i in batch.items])
 
-    arelease = off_loop(release)
+    arelease = blocking_method(release)
 
     def release_owned(self, worker_id: str) -> int:
         """Release every batch leased to `worker_id` (a restarted worker's previous claims)."""
@@ -339,7 +340,7 @@ class SqlMemoryOutbox:
             )
         return len(rows)
 
-    arelease_owned = off_loop(release_owned)
+    arelease_owned = blocking_method(release_owned)
 
     def status(
         self, *, dead_limit: int = 20, namespace_prefix: Namespace | None = None
@@ -388,4 +389,4 @@ class SqlMemoryOutbox:
             counts={str(s): int(n) for s, n in counts}, dead=letters, oldest_pending_seconds=age
         )
 
-    astatus = off_loop(status)
+    astatus = blocking_method(status)

@@ -1,8 +1,8 @@
 """`SqlMemoryBackend`: facts in SQLite or PostgreSQL, one implementation over a small dialect.
 
-Why sync DB-API code whose async twins run it in a worker thread (`off_loop`, the method form
-of `foldwise._steps.blocking`) rather than step generators over two drivers: memory needs a
-blocking form (library runs and the CLI have no event loop) and a non-blocking one, and the SQL
+Why sync DB-API code whose async twins run it in a worker thread
+(`foldwise._steps.blocking_method`) rather than step generators over two drivers: memory needs
+a blocking form (library runs and the CLI have no event loop) and a non-blocking one, and the SQL
 is the same in both. Writing it once against stdlib `sqlite3` and sync `psycopg` and moving each
 whole call off the loop keeps one code path, keeps a transaction on one thread from ``BEGIN``
 to ``COMMIT``, and costs one thread hop per call, small next to a database round trip. The
@@ -16,12 +16,11 @@ index of each database.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
+from foldwise._steps import blocking_method
 from foldwise.errors import MemoryInputError
 from foldwise.memory._backend_common import (
     WriteArgs,
@@ -40,27 +39,7 @@ from foldwise.memory._facts import Fact, FactStatus, Namespace, Slot, check_name
 from foldwise.memory._sql_dialect import Dialect, Session
 from foldwise.memory._terms import index_terms, query_terms
 
-__all__ = ["SqlMemoryBackend", "off_loop"]
-
-S = TypeVar("S")
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def off_loop(
-    method: Callable[Concatenate[S, P], R],
-) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
-    """The async twin of a blocking method: the same call, in a worker thread (`asyncio.to_thread`).
-
-    Like `foldwise._steps.blocking`, for a method, keeping its signature and docstring.
-    """
-
-    @functools.wraps(method)
-    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await asyncio.to_thread(method, self, *args, **kwargs)
-
-    run.__name__ = run.__qualname__ = "a" + method.__name__
-    return run
+__all__ = ["SqlMemoryBackend"]
 
 
 _COLUMNS = (
@@ -90,13 +69,13 @@ class SqlMemoryBackend:
         """Connect and create or migrate the ``memory_`` tables (idempotent)."""
         self.dialect.open()
 
-    asetup = off_loop(setup)
+    asetup = blocking_method(setup)
 
     def close(self) -> None:
         """Disconnect; safe to call twice."""
         self.dialect.close()
 
-    aclose = off_loop(close)
+    aclose = blocking_method(close)
 
     # writes ----------------------------------------------------------------------------------
 
@@ -138,7 +117,7 @@ class SqlMemoryBackend:
                     ),
                 )
 
-    awrite = off_loop(write)
+    awrite = blocking_method(write)
 
     def _check_changes(
         self, session: Session, args: WriteArgs, key: str
@@ -212,7 +191,7 @@ class SqlMemoryBackend:
             )
         return True
 
-    adelete = off_loop(delete)
+    adelete = blocking_method(delete)
 
     # reads -----------------------------------------------------------------------------------
 
@@ -223,7 +202,7 @@ class SqlMemoryBackend:
             found = self._find(session, key, fact_id)
         return None if found is None else found[1]
 
-    aget = off_loop(get)
+    aget = blocking_method(get)
 
     def list_facts(
         self,
@@ -253,7 +232,7 @@ class SqlMemoryBackend:
             rows = session.fetchall(self.dialect.sql(query), params)
         return [Fact.model_validate_json(row[0]) for row in rows]
 
-    alist_facts = off_loop(list_facts)
+    alist_facts = blocking_method(list_facts)
 
     def search(
         self,
@@ -279,7 +258,7 @@ class SqlMemoryBackend:
         ]
         return rank(hits, args.k)
 
-    asearch = off_loop(search)
+    asearch = blocking_method(search)
 
     def search_vector(
         self,
@@ -312,4 +291,4 @@ class SqlMemoryBackend:
                 hits.append(ScoredFact(fact=Fact.model_validate_json(body), score=score))
         return rank(hits, args.k)
 
-    asearch_vector = off_loop(search_vector)
+    asearch_vector = blocking_method(search_vector)
