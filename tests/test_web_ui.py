@@ -98,17 +98,23 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
         assert threads, "the demo has no threads"
         compacted = [t for t in threads if t["compaction_count"]]
         assert compacted, f"no demo thread has a compaction: {threads}"
-        state.thread = max(compacted, key=lambda t: t["compaction_count"])["thread_id"]
-        for thread in threads:
-            refs = api.get(f"/threads/{thread['thread_id']}/artifacts").raise_for_status()
-            for ref in refs.json()["artifacts"]:
-                has_origin = (ref.get("origin") or {}).get("seq") is not None
-                if (ref.get("rows") or 0) > 100 and (not state.artifact or has_origin):
-                    state.artifact_thread, state.artifact = thread["thread_id"], ref
-                if has_origin and not state.origin:
-                    state.origin = ref
-        assert state.artifact, "no demo artifact has more than one page (100 rows)"
-        assert state.origin, "no demo artifact names the message it came from (origin.seq)"
+        # The screenshots show an English thread when there is one (CJK fonts may be missing).
+        state.thread = max(compacted, key=lambda t: (t["title"].isascii(), t["compaction_count"]))[
+            "thread_id"
+        ]
+        refs = [
+            ref
+            for thread in threads
+            for ref in api.get(f"/threads/{thread['thread_id']}/artifacts")
+            .raise_for_status()
+            .json()["artifacts"]
+        ]
+        state.artifact = max(refs, key=lambda r: (r["kind"] == "tool", r.get("rows") or 0))
+        state.artifact_thread = state.artifact["thread_id"]
+        assert (state.artifact.get("rows") or 0) > 100, "no demo artifact has two pages"
+        state.origin = next(
+            r for r in refs if r["kind"] != "archive" and (r.get("origin") or {}).get("seq")
+        )
         try:
             yield state
         finally:
