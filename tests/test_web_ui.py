@@ -252,10 +252,11 @@ def test_artifact_pager_search_and_origin(desktop: View, demo: Demo) -> None:
     expect(desktop.tid("artifact-page-info")).not_to_have_text(info)
     desktop.tid("artifact-prev").click()
     expect(rows).to_contain_text(first["rows"][0]["text"].strip()[:60])
-    # Search for the longest word of the last row, then jump to its last match.
-    last_row = ref["rows"] - 1
-    tail = demo.api.get(base, params={"offset": last_row, "limit": 1}).json()["rows"][0]["text"]
-    word = max(re.findall(r"[A-Za-z0-9_]{4,}", tail) or [tail.strip()[:12]], key=len)
+    # Search for the longest word of the last page's last non-empty row, then jump there.
+    last_page = (ref["rows"] - 1) // 100 * 100
+    tail_rows = demo.api.get(base, params={"offset": last_page, "limit": 100}).json()["rows"]
+    tail = next(r["text"] for r in reversed(tail_rows) if re.search(r"\w{4,}", r["text"]))
+    word = max(re.findall(r"\w{4,}", tail), key=len)[:40]
     found = demo.api.get(f"{base}/search", params={"pattern": word}).raise_for_status().json()
     assert found["matches"], found
     desktop.tid("artifact-search-input").fill(word)
@@ -275,7 +276,8 @@ def test_artifact_origin_link(desktop: View, demo: Demo) -> None:
     ref = demo.origin
     thread, aid, seq = ref["thread_id"], ref["artifact_id"], ref["origin"]["seq"]
     desktop.go(f"t/{thread}/artifacts/{aid}")
-    link = desktop.tid("artifact-origin")
+    item = desktop.page.locator(f'[data-testid="artifact-item"][data-artifact-id="{aid}"]')
+    link = item.get_by_test_id("artifact-origin")
     expect(link).to_have_attribute("href", re.compile(rf"#/t/{thread}\?seq={seq}$"))
     link.click()
     target = desktop.page.locator(f'[data-testid="message"][data-seq="{seq}"]')

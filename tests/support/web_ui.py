@@ -100,7 +100,8 @@ def _child_env() -> dict[str, str]:
     return {**env, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1", "LANGSMITH_TRACING": "false"}
 
 
-def _stop(process: subprocess.Popen[bytes], log_path: Path) -> None:
+def _terminate(process: subprocess.Popen[bytes]) -> int:
+    """Stop the server with SIGTERM (SIGKILL after 30 s); return its exit code."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
@@ -108,9 +109,13 @@ def _stop(process: subprocess.Popen[bytes], log_path: Path) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    if process.returncode != 0:
+    return process.returncode
+
+
+def _check_exit(code: int, log_path: Path) -> None:
+    if code != 0:
         raise AssertionError(
-            f"the server exited with {process.returncode}:\n{log_path.read_text(errors='replace')}"
+            f"the server exited with {code}:\n{log_path.read_text(errors='replace')}"
         )
 
 
@@ -150,8 +155,11 @@ def demo_server(cwd: Path, *, timeout: float = 120) -> Iterator[str]:
             )
         yield found[0]
     finally:
-        _stop(process, log_path)
+        code = _terminate(process)
         reader.join(10)
+        if process.stdout is not None:
+            process.stdout.close()
+    _check_exit(code, log_path)  # only reached when the tests with it did not raise
 
 
 def live_config(tmp_path: Path, stub: OpenAIStub) -> Path:
@@ -221,7 +229,8 @@ def serve_config(config_path: Path, cwd: Path, *, timeout: float = 60) -> Iterat
             time.sleep(0.1)
         yield url
     finally:
-        _stop(process, log_path)
+        code = _terminate(process)
+    _check_exit(code, log_path)
 
 
 def _long_messages(count: int, start: datetime) -> list[TranscriptEvent]:
