@@ -264,8 +264,8 @@ async def test_transcript_calls_context_and_artifacts_of_a_compacted_thread(
         assert (await c.get(f"/threads/t/artifacts/{tool_id}?limit=501")).status_code == 422
 
 
-async def test_overview_lists_title_counts_and_context(tmp_path: Path) -> None:
-    config = gateway_config(tmp_path, SETTINGS)
+async def test_overview_lists_title_counts_and_context(tmp_path: Path, storage_url: str) -> None:
+    config = gateway_config(tmp_path, {**SETTINGS, "storage": {"url": storage_url}})
     _, factory = _model(config)
     async with open_gateway(config, factory) as (c, _):
         await _build_thread(c, "built")
