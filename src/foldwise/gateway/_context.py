@@ -44,17 +44,17 @@ __all__ = ["context_report", "durable_texts", "router"]
 router = APIRouter(tags=["context"])
 
 
-def durable_texts(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, Any]:
-    """The durable block of the next request: `{contract, data, sections}` (texts or null).
+def _durable_sections(
+    hosted: HostedAgent, values: Mapping[str, Any]
+) -> tuple[list[str], list[str], bool]:
+    """The channels with a section, the sections, and whether the contract is merged.
 
-    Rendered as the agent's `DurableContextMiddleware` renders it: its channels (built-in and
-    the application's), `render_sections`, `inject_durable_context`. With `merge_contract`
-    the contract is the part appended to the system message.
+    As the agent's `DurableContextMiddleware` renders them: its channels (built-in and the
+    application's), each through `render_sections`.
     """
     middleware = hosted.summarization
     durable = middleware.durable if middleware is not None else None
     channels = durable.channels if durable is not None else BUILTIN_CHANNELS
-    merged = durable.merge_contract if durable is not None else False
     names: list[str] = []
     sections: list[str] = []
     for channel in channels:
@@ -62,6 +62,16 @@ def durable_texts(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, A
         if rendered:
             names.append(channel.key)
             sections += rendered
+    return names, sections, durable.merge_contract if durable is not None else False
+
+
+def durable_texts(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The durable block of the next request: `{contract, data, sections}` (texts or null).
+
+    Rendered with `inject_durable_context` as the agent renders it. With `merge_contract` the
+    contract is the part appended to the system message.
+    """
+    names, sections, merged = _durable_sections(hosted, values)
     block, system = inject_durable_context([], sections, merge_contract=merged)
     data = next((str(m.content) for m in block if is_durable_data_message(m)), None)
     contract = next((str(m.content) for m in block if isinstance(m, SystemMessage)), None)
@@ -86,7 +96,8 @@ def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, 
         counter.count_message(SystemMessage(hosted.system_prompt)) if hosted.system_prompt else 0
     )
     tools = counter.count_tools(hosted.bound_tools())
-    block, _system = inject_durable_context([], render_sections(values))
+    _names, sections, _merged = _durable_sections(hosted, values)
+    block, _system = inject_durable_context([], sections)
     durable = sum(counter.count_message(m) for m in block)
     summary_tokens = counter.count_text(summary) if summary else 0
     message_tokens = counter.count_messages(messages, anchor=False)

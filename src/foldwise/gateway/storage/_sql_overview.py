@@ -176,9 +176,13 @@ class SqlOverviewMixin(SqlEventsMixin):
         return [self._activity(t, by_id.get(t.thread_id)) for t in threads]
 
     def _stats_sql(self, count: int) -> str:
-        """Title, counts and latest context entry of `count` threads (by id)."""
+        """Title, counts and latest context entry of `count` threads (by id).
+
+        Each value is a scalar subquery over the thread's `(thread_id, seq)` key; the latest
+        context entry is found by a backward scan that stops at the first match.
+        """
         tokens = self._input_tokens_sql("x")
-        after = self._dialect.json_text("l.message", "tokens_after")
+        after = self._dialect.json_text("x.message", "tokens_after")
 
         def counted(kind: str) -> str:
             return (
@@ -186,18 +190,18 @@ class SqlOverviewMixin(SqlEventsMixin):
                 f"WHERE c.thread_id = t.thread_id AND c.kind = '{kind}')"
             )
 
-        latest = (
-            "(SELECT x.seq FROM {p}transcript_events x WHERE x.thread_id = t.thread_id "
-            f"AND (x.kind = 'compaction' OR {tokens} IS NOT NULL) ORDER BY x.seq DESC LIMIT 1)"
-        )
+        def latest(what: str) -> str:
+            return (
+                f"(SELECT {what} FROM {{p}}transcript_events x WHERE x.thread_id = t.thread_id "
+                f"AND (x.kind = 'compaction' OR {tokens} IS NOT NULL) "
+                "ORDER BY x.seq DESC LIMIT 1)"
+            )
+
+        value = f"CASE WHEN x.kind = 'compaction' THEN {after} ELSE {tokens} END"
         return (
             f"SELECT t.thread_id, {self._first_human_sql()}, {counted('message')}, "
-            f"{counted('compaction')}, l.kind, "
-            f"CASE WHEN l.kind = 'compaction' THEN {after} "
-            f"ELSE {self._input_tokens_sql('l')} END "
-            "FROM {p}threads t LEFT JOIN {p}transcript_events l "
-            f"ON l.thread_id = t.thread_id AND l.seq = {latest} "
-            f"WHERE t.thread_id IN ({', '.join('?' * count)})"
+            f"{counted('compaction')}, {latest('x.kind')}, {latest(value)} "
+            f"FROM {{p}}threads t WHERE t.thread_id IN ({', '.join('?' * count)})"
         )
 
     @staticmethod
