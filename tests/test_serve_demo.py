@@ -1,0 +1,261 @@
+"""`foldwise serve --demo` as a real subprocess: preloaded threads, memory, streaming, clean exit.
+
+One demo server is started for the module (`--port 0`); the tests read it over HTTP like the
+web page does, stream a new message, and the last test stops it with SIGTERM and checks that it
+exits 0 and leaves no temporary directory behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import pytest
+
+from foldwise.replay.sessions import SESSION_NAMES, SESSION_TITLES
+
+ROOT = Path(__file__).resolve().parents[1]
+READY = re.compile(r"^foldwise demo ready: (http://127\.0\.0\.1:(\d+))/ui$")
+START_SECONDS = 120
+
+
+@dataclass
+class Demo:
+    """A running `foldwise serve --demo` process."""
+
+    process: subprocess.Popen[str]
+    url: str
+    tmp: Path
+    log: Path
+    lines: queue.Queue[str | None]
+    pump: threading.Thread
+    seconds_to_ready: float
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60, trust_env=False)
+
+
+def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line.rstrip("\n"))
+    lines.put(None)
+
+
+def _environment(tmp: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "ANTHROPIC_", "FOLDWISE_", "LANGSMITH_", "LANGCHAIN_"))
+    }
+    pythonpath = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # TMPDIR: the demo's temporary directory lands here, so the test can see it is removed.
+    return {**env, "PYTHONPATH": pythonpath, "TMPDIR": str(tmp), "LANGSMITH_TRACING": "false"}
+
+
+def start_demo(tmp: Path, *options: str) -> Demo:
+    """Start the demo and return once it printed its ready line (or fail with its log)."""
+    log = tmp / "demo.log"
+    command = [sys.executable, "-m", "foldwise.cli", "serve", "--demo", "--port", "0", *options]
+    started = time.monotonic()
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            command, cwd=tmp, env=_environment(tmp), stdout=subprocess.PIPE, stderr=sink, text=True
+        )
+    assert process.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+    pump = threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True)
+    pump.start()
+    try:
+        first = lines.get(timeout=START_SECONDS)
+    except queue.Empty:
+        process.kill()
+        process.wait(10)
+        pytest.fail(f"the demo printed nothing in {START_SECONDS} s:\n{log.read_text()}")
+    match = READY.match(first or "")
+    if match is None:
+        process.kill()
+        process.wait(10)
+        pytest.fail(f"unexpected first stdout line {first!r}:\n{log.read_text()}")
+    return Demo(process, match.group(1), tmp, log, lines, pump, time.monotonic() - started)
+
+
+def stop(demo: Demo) -> int:
+    """SIGTERM, then the exit status (killed after 30 s)."""
+    if demo.process.poll() is None:
+        demo.process.send_signal(signal.SIGTERM)
+        try:
+            demo.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            demo.process.kill()
+            demo.process.wait()
+    demo.pump.join(10)  # it reads stdout to its end, then the pipe can be closed
+    if demo.process.stdout is not None and not demo.pump.is_alive():
+        demo.process.stdout.close()
+    return demo.process.returncode
+
+
+def demo_dirs(tmp: Path) -> list[Path]:
+    return sorted(tmp.glob("foldwise-demo-*"))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    running = start_demo(tmp_path_factory.mktemp("demo"))
+    try:
+        yield running
+    finally:
+        stop(running)
+
+
+def threads(demo: Demo) -> list[dict[str, Any]]:
+    with demo.client() as client:
+        response = client.post("/threads/search", json={"limit": 100})
+    assert response.status_code == 200, response.text
+    return list(response.json())
+
+
+def transcript_messages(client: httpx.Client, thread_id: str) -> int:
+    count, after = 0, 0
+    while True:
+        page = client.get(
+            f"/threads/{thread_id}/transcript", params={"after_seq": after, "limit": 500}
+        ).json()
+        count += sum(1 for e in page["entries"] if e["kind"] == "message")
+        after = page["next_after_seq"]
+        if not page["has_more"]:
+            return count
+
+
+def test_ready_line_names_a_live_loopback_port_and_needs_no_key(demo: Demo) -> None:
+    with demo.client() as client:
+        assert client.get("/ok").status_code == 200
+        assert client.get("/info").status_code == 200
+    print(f"demo ready in {demo.seconds_to_ready:.2f} s (process start to ready line)")
+    assert len(demo_dirs(demo.tmp)) == 1  # everything is in one temporary directory
+    assert (demo_dirs(demo.tmp)[0] / "foldwise.db").is_file()
+
+
+def test_every_shipped_session_is_a_titled_thread_with_compactions(demo: Demo) -> None:
+    found = {t["metadata"].get("session"): t for t in threads(demo) if t["metadata"].get("session")}
+    assert sorted(found) == sorted(SESSION_NAMES)
+    with demo.client() as client:
+        for name, thread in found.items():
+            assert thread["metadata"]["title"] == SESSION_TITLES[name]
+            thread_id = thread["thread_id"]
+            receipts = client.get(f"/threads/{thread_id}/compactions").json()
+            assert len(receipts) >= 1, name
+            assert all(r["model_used"] == "extractive" for r in receipts), receipts
+            in_state = len(thread["values"]["messages"])
+            assert transcript_messages(client, thread_id) > in_state, name
+
+
+def test_tool_outputs_pastes_and_compacted_spans_are_offloaded_to_disk(demo: Demo) -> None:
+    kinds: set[str] = set()
+    for thread in threads(demo):
+        kinds.update(ref["kind"] for ref in thread["values"].get("offloads") or [])
+    assert {"tool", "human", "archive"} <= kinds
+    files = [p for p in (demo_dirs(demo.tmp)[0] / "artifacts").rglob("*") if p.is_file()]
+    assert files, "no artifact file under the demo's artifacts root"
+
+
+def test_memory_has_facts_a_superseded_value_and_a_quarantined_request(demo: Demo) -> None:
+    with demo.client() as client:
+        facts = client.get("/memory/facts").json()["facts"]
+        quarantine = client.get("/memory/quarantine").json()["facts"]
+        queue_status = client.get("/memory/queue").json()
+    active = {f["text"] for f in facts if f["status"] == "active"}
+    assert {"My name is Mira Okafor", "I moved to Munich last month"} <= active
+    superseded = [f for f in facts if f["status"] == "superseded"]
+    assert [f["text"] for f in superseded] == ["I live in Berlin"]
+    assert superseded[0]["valid_to"] is not None
+    held = [f for f in quarantine if "deploy script" in f["text"]]
+    assert held and held[0]["status"] == "quarantined" and held[0]["reason"]
+    assert not queue_status["counts"].get("pending") and not queue_status["dead"]
+
+
+def sse(response: httpx.Response) -> Iterator[tuple[str, Any]]:
+    event = None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            event = line.removeprefix("event: ")
+        elif line.startswith("data: ") and event is not None:
+            yield event, json.loads(line.removeprefix("data: "))
+
+
+def stream_run(client: httpx.Client, thread_id: str, text: str) -> list[tuple[str, Any]]:
+    body = {
+        "assistant_id": "agent",
+        "input": {"messages": [{"type": "human", "content": text}]},
+        "stream_mode": ["messages-tuple", "values"],
+    }
+    with client.stream("POST", f"/threads/{thread_id}/runs/stream", json=body) as response:
+        assert response.status_code == 200
+        return list(sse(response))
+
+
+def test_a_new_message_streams_from_the_scripted_model(demo: Demo) -> None:
+    with demo.client() as client:
+        thread_id = client.post("/threads", json={}).json()["thread_id"]
+        events = stream_run(client, thread_id, "What does a compaction receipt record?")
+        chunks = [data[0]["content"] for name, data in events if name == "messages"]
+        assert [name for name, _ in events if name == "error"] == []
+        assert len([c for c in chunks if c]) >= 5
+        answer = "".join(chunks)
+        assert "What does a compaction receipt record?" in answer
+        final = [data for name, data in events if name == "values"][-1]["messages"][-1]
+        assert final["type"] == "ai" and final["usage_metadata"]["input_tokens"] > 0
+
+        events = stream_run(client, thread_id, "Search the docs for retention owners")
+        assert [name for name, _ in events if name == "error"] == []
+        state = client.get(f"/threads/{thread_id}/state").json()["values"]
+    assert [ref["source"] for ref in state["offloads"]] == ["search_docs"]
+
+
+def test_sigterm_exits_zero_and_removes_the_temporary_directory(demo: Demo) -> None:
+    assert stop(demo) == 0, demo.log.read_text()
+    assert demo_dirs(demo.tmp) == []
+    rest = []
+    while (line := demo.lines.get(timeout=10)) is not None:
+        rest.append(line)
+    assert rest == []  # the ready line was the only line on stdout
+
+
+def test_sigterm_while_preloading_exits_zero_and_cleans_up(tmp_path: Path) -> None:
+    log = tmp_path / "demo.log"
+    command = [sys.executable, "-m", "foldwise.cli", "serve", "--demo", "--port", "0"]
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            command, cwd=tmp_path, env=_environment(tmp_path), stdout=subprocess.PIPE, stderr=sink
+        )
+    deadline = time.monotonic() + START_SECONDS
+    while "Application startup complete" not in log.read_text():
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    stdout, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, log.read_text()
+    assert stdout == b""  # stopped before the ready line
+    assert demo_dirs(tmp_path) == []
+
+
+def test_demo_refuses_options_it_would_ignore(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "foldwise.cli", "serve", "--demo", "--workers", "2"]
+    done = subprocess.run(
+        command, cwd=tmp_path, env=_environment(tmp_path), capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "--workers" in done.stderr
+    assert demo_dirs(tmp_path) == []
