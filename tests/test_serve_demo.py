@@ -23,8 +23,13 @@ from typing import IO, Any
 
 import httpx
 import pytest
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 
+from foldwise.cli._demo_agents import DEMO_WINDOW, DemoAgents, demo_config, playable
+from foldwise.cli._demo_model import DemoChatModel, demo_reply, search_docs
+from foldwise.config import OffloadConfig
 from foldwise.replay.sessions import SESSION_NAMES, SESSION_TITLES
+from foldwise.tokens import get_counter
 
 ROOT = Path(__file__).resolve().parents[1]
 READY = re.compile(r"^foldwise demo ready: (http://127\.0\.0\.1:(\d+))/ui$")
@@ -259,3 +264,66 @@ def test_demo_refuses_options_it_would_ignore(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "--workers" in done.stderr
     assert demo_dirs(tmp_path) == []
+
+
+# In process: the scripted model and the replay helpers the demo is built from.
+
+
+def test_demo_model_streams_word_chunks_and_stamps_usage() -> None:
+    model = DemoChatModel(chunk_delay=0)
+    chunks = list(model.stream([HumanMessage("How big is the window?")]))
+    assert len([c for c in chunks if c.content]) >= 5
+    merged = chunks[0]
+    for chunk in chunks[1:]:
+        merged += chunk
+    assert "How big is the window?" in str(merged.content)
+    assert merged.usage_metadata is not None and merged.usage_metadata["input_tokens"] > 0
+    assert merged.response_metadata["model_name"] == "demo-chat"
+
+
+async def test_demo_model_streams_asynchronously_with_a_tool_call() -> None:
+    model = DemoChatModel(chunk_delay=0).bind_tools([search_docs])
+    merged = None
+    async for chunk in model.astream([HumanMessage("Search the docs for owners")]):
+        merged = chunk if merged is None else merged + chunk
+    assert isinstance(merged, AIMessageChunk)
+    assert [call["name"] for call in merged.tool_calls] == ["search_docs"]
+    assert merged.tool_calls[0]["args"] == {"query": "Search the docs for owners"}
+
+
+def test_only_a_message_that_opens_with_a_search_verb_calls_the_tool() -> None:
+    tools = ["search_docs"]
+    pasted = HumanMessage("Review this. [offloaded: use search_offloaded to find more]")
+    assert demo_reply([pasted], tool_names=tools).tool_calls == []
+    assert demo_reply([HumanMessage("find the owners")], tool_names=tools).tool_calls
+    assert demo_reply([HumanMessage("find the owners")], tool_names=[]).tool_calls == []
+    call = demo_reply([HumanMessage("find it")], tool_names=tools).tool_calls[0]
+    result = ToolMessage(search_docs.invoke({"query": "it"}), tool_call_id=call["id"])
+    answer = demo_reply([HumanMessage("find it"), AIMessage("", tool_calls=[call]), result])
+    assert answer.tool_calls == [] and "Artifacts tab" in str(answer.content)
+
+
+def test_search_docs_output_is_large_enough_to_be_offloaded() -> None:
+    text = search_docs.invoke({"query": "retention"})
+    assert get_counter("estimate").count_text(text) > OffloadConfig().tool_token_limit
+
+
+def test_playable_folds_a_mid_turn_note_into_the_next_answer() -> None:
+    call = {"name": "grep", "args": {}, "id": "c1", "type": "tool_call"}
+    answers = [AIMessage("thinking"), AIMessage("look", tool_calls=[call]), AIMessage("done")]
+    played = playable(answers)
+    assert [a.content for a in played] == ["thinking\n\nlook", "done"]
+    assert played[0].tool_calls[0]["id"] == "c1"
+    assert answers[1].content == "look"  # the recorded message is not modified
+
+
+def test_each_replayed_turn_is_one_run_on_the_demo_configuration(tmp_path: Path) -> None:
+    agents = DemoAgents()
+    for session in agents.sessions.values():
+        for answers in session.answers:
+            assert all(a.tool_calls for a in answers[:-1]) and not answers[-1].tool_calls
+    config = demo_config(tmp_path)
+    assert config.model().context_window == DEMO_WINDOW
+    assert config.memory.enabled and config.summarization.model_name == "extractive"
+    assert config.storage.url == f"sqlite:///{tmp_path / 'foldwise.db'}"
+    assert Path(config.offload.root).parent == tmp_path
