@@ -97,6 +97,7 @@ async def _ask(client: httpx.AsyncClient, thread_id: str, text: str) -> None:
 
 async def replay_session(client: httpx.AsyncClient, session: ReplayedSession) -> str:
     """A new thread with every turn of `session` played through its replay assistant."""
+    started = time.perf_counter()
     thread_id = await _new_thread(client, session.title, session=session.name)
     for index, inputs in enumerate(session.inputs):
         session.load_turn(index)
@@ -106,6 +107,7 @@ async def replay_session(client: httpx.AsyncClient, session: ReplayedSession) ->
                 f"demo preload: turn {index + 1} of {session.name} left "
                 f"{session.model.pending} recorded answer(s) unplayed"
             )
+    logger.info("demo: %s replayed in %.2f s", session.name, time.perf_counter() - started)
     return thread_id
 
 
@@ -144,6 +146,7 @@ def design_document() -> str:
 
 async def paste_thread(client: httpx.AsyncClient) -> str:
     """A pasted long document (user-input offload), then a search (tool-output offload)."""
+    started = time.perf_counter()
     thread_id = await _new_thread(client, "Pasted design doc (input and tool output offloaded)")
     await _ask(
         client,
@@ -151,15 +154,18 @@ async def paste_thread(client: httpx.AsyncClient) -> str:
         "Please review this design document and list the open questions:\n\n" + design_document(),
     )
     await _ask(client, thread_id, "Search the docs for the retention policy owners.")
+    logger.info("demo: paste thread made in %.2f s", time.perf_counter() - started)
     return thread_id
 
 
 async def about_me_thread(client: httpx.AsyncClient) -> str:
     """Facts remembered, one superseded, one held in quarantine (each applied in order)."""
+    started = time.perf_counter()
     thread_id = await _new_thread(client, "About me (memory: facts, a move, a quarantined request)")
     for text in ABOUT_ME:
         await _ask(client, thread_id, text)
         await drain_memory(client)  # the next message reads the facts this one wrote
+    logger.info("demo: memory thread made in %.2f s", time.perf_counter() - started)
     return thread_id
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from foldwise.cli._levels import LogLevel
-from foldwise.cli._output import fail, fail_on_errors, warn
+from foldwise.cli._output import EXIT_USAGE, fail, fail_on_errors, warn
 from foldwise.config import CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH, FoldwiseConfig, load_config
 from foldwise.errors import FoldwiseError
 
@@ -150,7 +150,8 @@ def _serve_demo(
         if given
     ]
     if ignored:
-        fail(f"--demo runs its own configuration on {DEMO_HOST}; drop {', '.join(ignored)}", code=2)
+        drop = ", ".join(ignored)
+        fail(f"--demo runs its own configuration on {DEMO_HOST}; drop {drop}", code=EXIT_USAGE)
     default_port = FoldwiseConfig().gateway.port
     serve_demo(
         port=default_port if port is None else port, log_level=level, log_config=_log_config(level)

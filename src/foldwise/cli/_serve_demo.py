@@ -50,21 +50,40 @@ def _bound_port(server: Any) -> int:
     raise PreloadError("demo: uvicorn reports no listening socket")
 
 
-async def _until_started(server: Any, serving: asyncio.Task[None]) -> bool:
+async def _serve(server: Any) -> int | str | None:
+    """`server.serve()`, its exit status returned rather than raised.
+
+    uvicorn exits a failed start-up with `sys.exit` and, after a graceful stop, raises the
+    signal it caught again (SIGTERM: `_stopped`'s `SystemExit(0)`; SIGINT:
+    `KeyboardInterrupt`). Raised inside a task, either would escape the event loop and leave
+    the task's exception unretrieved.
+    """
+    try:
+        await server.serve()
+    except SystemExit as stop:
+        return stop.code
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+async def _until_started(server: Any, serving: asyncio.Task[int | str | None]) -> bool:
     """Wait until uvicorn accepts connections; False when it stopped first."""
     while not server.started:
         if serving.done():
-            await serving  # a failed start-up raises SystemExit here
             return False
         await asyncio.sleep(0.01)
     return True
 
 
-async def _serve_and_preload(server: Any, agents: DemoAgents, started: float) -> None:
-    """Run uvicorn; preload through HTTP once it listens; print the ready line; serve."""
-    serving = asyncio.create_task(server.serve())
-    if not await _until_started(server, serving):
-        return
+async def _preload_and_announce(
+    server: Any, serving: asyncio.Task[int | str | None], agents: DemoAgents, started: float
+) -> None:
+    """Preload through HTTP, then print the ready line (unless a signal stopped the server).
+
+    Raises:
+        PreloadError: The preload failed (the server is stopped first).
+    """
     url = f"http://{DEMO_HOST}:{_bound_port(server)}"
     # trust_env=False: an HTTP(S)_PROXY of the environment must not see loopback traffic.
     async with httpx.AsyncClient(base_url=url, timeout=_PRELOAD_TIMEOUT, trust_env=False) as client:
@@ -74,7 +93,6 @@ async def _serve_and_preload(server: Any, agents: DemoAgents, started: float) ->
             preload.cancel()
             with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError, PreloadError):
                 await preload
-            await serving
             return
         error = preload.exception()
         if error is not None:
@@ -86,7 +104,19 @@ async def _serve_and_preload(server: Any, agents: DemoAgents, started: float) ->
     threads = preload.result()
     logger.info("foldwise demo: %d threads preloaded in %.2f s", len(threads), _since(started))
     typer.echo(f"{READY_PREFIX}{url}/ui")
-    await serving
+
+
+async def _serve_and_preload(server: Any, agents: DemoAgents, started: float) -> int | str | None:
+    """Run uvicorn, preload once it listens, serve until stopped; its exit status."""
+    serving = asyncio.create_task(_serve(server))
+    try:
+        if await _until_started(server, serving):
+            await _preload_and_announce(server, serving, agents, started)
+        return await serving
+    finally:
+        if not serving.done():  # the preload failed in a way that left the server up
+            server.should_exit = True
+            await serving
 
 
 def _since(started: float) -> float:
@@ -109,12 +139,6 @@ def serve_demo(*, port: int, log_level: str, log_config: dict[str, Any]) -> None
     previous = signal.signal(signal.SIGTERM, _stopped)
     try:
         with fail_on_errors(), tempfile.TemporaryDirectory(prefix="foldwise-demo-") as tmp:
-            logger.info(
-                "foldwise demo: temporary directory %s (window %d tokens, compaction at %d%%)",
-                tmp,
-                DEMO_WINDOW,
-                round(DEMO_TRIGGER_FRACTION * 100),
-            )
             agents = DemoAgents()
             application = create_app(
                 demo_config(Path(tmp)), agent_factory=agents, shutdown_grace_seconds=5.0
@@ -130,11 +154,19 @@ def serve_demo(*, port: int, log_level: str, log_config: dict[str, Any]) -> None
                 server_header=False,
             )
             server = uvicorn.Server(options)
-            asyncio.run(_serve_and_preload(server, agents, started))
-    except KeyboardInterrupt:
-        pass
-    except SystemExit as stop:
-        if stop.code not in (0, None):
-            fail("the demo gateway could not start; the log above says why")
+            logger.info(  # after uvicorn.Config, which configures logging
+                "foldwise demo: temporary directory %s (window %d tokens, compaction at %d%%)",
+                tmp,
+                DEMO_WINDOW,
+                round(DEMO_TRIGGER_FRACTION * 100),
+            )
+            status = asyncio.run(_serve_and_preload(server, agents, started))
+    except KeyboardInterrupt:  # before uvicorn handles signals (or after)
+        return
+    except SystemExit as stop:  # `_stopped`, likewise
+        status = stop.code
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if status not in (0, None):
+        # uvicorn exits 3 when the lifespan fails, 1 when the port is taken.
+        fail("the demo gateway could not start; the log above says why")
