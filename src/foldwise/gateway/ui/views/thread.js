@@ -7,6 +7,8 @@ import { ContextPanel } from "./context.js";
 import { Conversation } from "./conversation.js";
 import { threadLabel } from "./threads.js";
 
+const BUSY_POLL_MS = 2500;
+
 const TABS = [
   ["conversation", "Conversation", ""],
   ["context", "Context", "/context"],
@@ -15,6 +17,9 @@ const TABS = [
 
 export class ThreadPane {
   constructor(threadId, { listed, onRunFinished }) {
+    this.headed = false;
+    this.watching = false;
+    this.watchTimer = 0;
     this.threadId = threadId;
     this.opened = false;
     this.seq = null;
@@ -27,6 +32,7 @@ export class ThreadPane {
         this.artifacts.artifacts = null;
         this.refreshHeading();
         if (this.tab === "context") this.context.load();
+        else if (this.tab === "artifacts") this.artifacts.show(this.artifacts.current && this.artifacts.current.id);
         onRunFinished();
       },
     });
@@ -55,28 +61,53 @@ export class ThreadPane {
       this.missing,
       h("div", { class: "pane-body" }, Object.values(this.views)),
     );
-    this.refreshHeading();
+  }
+
+  /** Heading, status and assistant from a listed record (`/threads/overview`). */
+  update(record) {
+    if (!record || record.thread_id !== this.threadId) return;
+    const assistant = record.metadata && record.metadata.assistant_id;
+    if (assistant) this.conversation.assistantId = assistant;
+    this.title.textContent = threadLabel(record);
+    this.status.textContent = record.status;
+    this.status.className = `status status-${record.status}`;
+    this.status.hidden = false;
+    const busy = record.status === "busy";
+    if (busy && !this.conversation.running) {
+      // A run started elsewhere: follow it, then show what it wrote.
+      this.watching = true;
+      clearTimeout(this.watchTimer);
+      this.watchTimer = setTimeout(() => {
+        if (this.el.isConnected) this.refreshHeading();
+      }, BUSY_POLL_MS);
+    } else if (this.watching && !busy) {
+      this.watching = false;
+      this.conversation.finish();
+    }
   }
 
   async refreshHeading() {
     try {
-      const thread = await api(threadPath(this.threadId));
-      const messages = (thread.values && thread.values.messages) || [];
-      const assistant = thread.metadata && thread.metadata.assistant_id;
-      if (assistant) this.conversation.assistantId = assistant;
-      if (this.title.textContent.startsWith("Thread ")) {
-        const first = messages.find((m) => m && m.type === "human");
-        if (first) this.title.textContent = textOf(first.content).slice(0, 120);
+      let record = null;
+      try {
+        const page = await api("/threads/overview", { method: "POST", body: { limit: 5, query: this.threadId } });
+        record = page.threads.find((t) => t.thread_id === this.threadId) || null;
+      } catch (error) {
+        if (error.status !== 404 && error.status !== 405) throw error;
+        const thread = await api(threadPath(this.threadId)); // a gateway without the overview
+        const first = ((thread.values && thread.values.messages) || []).find((m) => m && m.type === "human");
+        record = { ...thread, title: first ? textOf(first.content).slice(0, 120) : "" };
       }
-      this.status.textContent = thread.status;
-      this.status.className = `status status-${thread.status}`;
-      this.status.hidden = false;
+      if (record) this.update(record);
+      else this.showMissing();
     } catch (error) {
-      if (error.status === 404) {
-        this.missing.textContent = `Thread ${this.threadId} was not found (deleted, or not yours).`;
-        this.missing.hidden = false;
-      }
+      if (error.status === 404) this.showMissing();
     }
+  }
+
+  showMissing() {
+    this.missing.textContent = `Thread ${this.threadId} was not found (deleted, or not yours).`;
+    this.missing.hidden = false;
   }
 
   /** Show the tab named by the route. */
@@ -100,6 +131,10 @@ export class ThreadPane {
       if (this.context.stale) await this.context.load();
     } else if (route.tab === "artifacts") {
       await this.artifacts.show(route.artifactId, route.offset);
+    }
+    if (!this.headed) {
+      this.headed = true; // after the first view's data: that is what the reader waits for
+      this.refreshHeading();
     }
   }
 }
