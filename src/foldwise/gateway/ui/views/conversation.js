@@ -177,6 +177,7 @@ export class Conversation {
     this.clearNotice();
     this.setRunning(true);
     const t = this.transcript;
+    t.empty.hidden = true;
     t.live.append(
       h(
         "article",

@@ -8,6 +8,7 @@ import { Conversation } from "./conversation.js";
 import { threadLabel } from "./threads.js";
 
 const BUSY_POLL_MS = 2500;
+const IDLE_POLL_MS = 10000;
 
 const TABS = [
   ["conversation", "Conversation", ""],
@@ -18,7 +19,8 @@ const TABS = [
 export class ThreadPane {
   constructor(threadId, { listed, onRunFinished }) {
     this.headed = false;
-    this.watching = false;
+    this.activity = null; // updated_at, message and compaction counts last seen
+    this.ownChange = false;
     this.watchTimer = 0;
     this.threadId = threadId;
     this.opened = false;
@@ -28,6 +30,7 @@ export class ThreadPane {
     this.conversation = new Conversation(threadId, {
       assistantId: listed && listed.metadata && listed.metadata.assistant_id,
       onRunFinished: () => {
+        this.ownChange = true; // the transcript is already fresh
         this.context.markStale();
         this.artifacts.artifacts = null;
         this.refreshHeading();
@@ -72,18 +75,33 @@ export class ThreadPane {
     this.status.textContent = record.status;
     this.status.className = `status status-${record.status}`;
     this.status.hidden = false;
-    const busy = record.status === "busy";
-    if (busy && !this.conversation.running) {
-      // A run started elsewhere: follow it, then show what it wrote.
-      this.watching = true;
-      clearTimeout(this.watchTimer);
-      this.watchTimer = setTimeout(() => {
-        if (this.el.isConnected) this.refreshHeading();
-      }, BUSY_POLL_MS);
-    } else if (this.watching && !busy) {
-      this.watching = false;
-      this.conversation.finish();
+    // Activity from elsewhere (another tab, an SDK client): show what it wrote.
+    const activity = `${record.updated_at}|${record.message_count}|${record.compaction_count}`;
+    const changed = this.activity !== null && activity !== this.activity;
+    this.activity = activity;
+    if (changed && !this.conversation.running && !this.ownChange) this.changedElsewhere();
+    this.ownChange = false;
+    clearTimeout(this.watchTimer);
+    this.watchTimer = setTimeout(
+      () => this.poll(),
+      record.status === "busy" ? BUSY_POLL_MS : IDLE_POLL_MS,
+    );
+  }
+
+  changedElsewhere() {
+    this.context.markStale();
+    this.artifacts.artifacts = null;
+    if (this.opened) this.conversation.transcript.refreshTail();
+    if (this.tab === "context") this.context.load();
+  }
+
+  poll() {
+    if (!this.el.isConnected) return; // another thread is shown: this pane is gone
+    if (document.visibilityState !== "visible") {
+      this.watchTimer = setTimeout(() => this.poll(), IDLE_POLL_MS);
+      return;
     }
+    this.refreshHeading();
   }
 
   async refreshHeading() {
@@ -135,6 +153,9 @@ export class ThreadPane {
     if (!this.headed) {
       this.headed = true; // after the first view's data: that is what the reader waits for
       this.refreshHeading();
+    } else {
+      clearTimeout(this.watchTimer); // shown again: the poll stopped while it was away
+      this.poll();
     }
   }
 }
