@@ -8,7 +8,10 @@ JavaScript: no HTML sinks at all, and every module import resolves to a served a
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -177,3 +180,52 @@ def test_index_loads_only_local_assets_and_no_inline_code() -> None:
     assert "style=" not in html, "inline styles are blocked by the CSP"
     assert re.search(r"\son[a-z]+=", html) is None, "inline handlers are blocked by the CSP"
     assert re.findall(r"<script(?![^>]*\bsrc=)", html) == [], "inline scripts are blocked"
+
+
+def test_index_preloads_every_module() -> None:
+    # No import waterfall before the first paint: each module is fetched in parallel.
+    html = ASSETS["index.html"].body.decode()
+    preloaded = set(re.findall(r'rel="modulepreload" href="/ui/([^"]+)"', html))
+    assert preloaded == {name for name in ASSETS if name.endswith(".js")}
+
+
+DIFF_CHECK = """
+import { wordDiff } from %s;
+const cases = JSON.parse(process.argv[1]);
+const out = cases.map(([a, b]) => wordDiff(a, b));
+console.log(JSON.stringify(out));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_word_diff_rebuilds_both_texts_and_is_minimal() -> None:
+    cases = [
+        ["the cat sat on the mat", "the dog sat on a mat today"],
+        ["", "all new"],
+        ["all gone", ""],
+        ["same text", "same text"],
+        ["line one\nline two\n", "line one\nline 2\nline three\n"],
+        [" ".join(f"w{i}" for i in range(3000)), " ".join(f"w{i}" for i in range(3000) if i != 10)],
+    ]
+    script = DIFF_CHECK % json.dumps((UI_DIR / "diff.js").as_uri())
+    run = subprocess.run(
+        ["node", "--input-type=module", "-e", script, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    results = json.loads(run.stdout)
+    for (before, after), runs in zip(cases, results, strict=True):
+        assert "".join(r["text"] for r in runs if r["op"] != "ins") == before
+        assert "".join(r["text"] for r in runs if r["op"] != "del") == after
+    assert [r for r in results[0] if r["op"] != "same"] == [
+        {"op": "del", "text": "cat"},
+        {"op": "ins", "text": "dog"},
+        {"op": "del", "text": "the"},
+        {"op": "ins", "text": "a"},
+        {"op": "ins", "text": " today"},
+    ]
+    assert [r["op"] for r in results[3]] == ["same"]
+    # One word removed from 3,000: one deletion, not a rewrite of everything after it.
+    assert [r for r in results[5] if r["op"] != "same"] == [{"op": "del", "text": "w10 "}]

@@ -48,7 +48,11 @@ class App {
     this.main = document.getElementById("main");
     this.navThreads = document.getElementById("nav-threads");
     this.navMemory = document.getElementById("nav-memory");
-    this.list = new ThreadList();
+    this.list = new ThreadList({
+      onChange: () => {
+        if (this.pane) this.pane.update(this.list.get(this.pane.threadId));
+      },
+    });
     mount(this.sidebar, this.list.el);
     this.pane = null;
     this.memory = null;
@@ -65,8 +69,15 @@ class App {
     );
     window.addEventListener("hashchange", () => this.route());
     PHONE.addEventListener("change", () => this.route());
+    this.start();
+  }
+
+  async start() {
+    // A thread's transcript is asked for before the list, so its first page paints first.
+    const first = parseRoute(location.hash);
+    if (first.name === "thread") await this.route();
     this.list.refresh();
-    this.route();
+    if (first.name !== "thread") await this.route();
   }
 
   nav(active) {

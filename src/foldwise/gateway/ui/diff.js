@@ -1,6 +1,6 @@
-// A word-level diff (longest common subsequence) between two texts, for the summary panel.
+// A word-level diff between two texts (Myers' shortest edit script), for the summary panel.
 
-const MAX_CELLS = 4_000_000; // the LCS table of the part that differs; beyond it, diff lines
+const MAX_CELLS = 4_000_000; // largest LCS table of the line-level fallback
 
 /** Words and the whitespace between them, as tokens (joining them gives the text back). */
 export function tokenize(text) {
@@ -40,6 +40,59 @@ function lcsOps(a, b) {
   return ops;
 }
 
+/**
+ * Myers' O((N+M)·D) shortest edit script, or null when more than `maxD` edits are needed.
+ * Each step keeps its frontier (2d+3 numbers) for the walk back, so memory is O(D²).
+ */
+function myersOps(a, b, maxD) {
+  const n = a.length;
+  const m = b.length;
+  const off = n + m + 1;
+  const v = new Int32Array(2 * off + 1);
+  const trace = [];
+  for (let d = 0; d <= Math.min(maxD, n + m); d++) {
+    trace.push(v.slice(off - d - 1, off + d + 2));
+    for (let k = -d; k <= d; k += 2) {
+      let x = k === -d || (k !== d && v[off + k - 1] < v[off + k + 1]) ? v[off + k + 1] : v[off + k - 1] + 1;
+      let y = x - k;
+      while (x < n && y < m && a[x] === b[y]) {
+        x++;
+        y++;
+      }
+      v[off + k] = x;
+      if (x >= n && y >= m) return backtrack(a, b, trace, d);
+    }
+  }
+  return null;
+}
+
+function backtrack(a, b, trace, dEnd) {
+  const ops = [];
+  let x = a.length;
+  let y = b.length;
+  for (let d = dEnd; d > 0; d--) {
+    const before = trace[d]; // the frontier after step d-1: before[k + d + 1] is V[k]
+    const at = (k) => before[k + d + 1];
+    const k = x - y;
+    const prevK = k === -d || (k !== d && at(k - 1) < at(k + 1)) ? k + 1 : k - 1;
+    const prevX = at(prevK);
+    const prevY = prevX - prevK;
+    while (x > prevX && y > prevY) {
+      ops.push(["same", a[--x]]);
+      y--;
+    }
+    if (prevK === k + 1) ops.push(["ins", b[--y]]);
+    else ops.push(["del", a[--x]]);
+  }
+  while (x > 0 && y > 0) {
+    ops.push(["same", a[--x]]);
+    y--;
+  }
+  return ops.reverse();
+}
+
+const MAX_EDITS = 2000; // beyond it the texts are unrelated: diff whole lines instead
+
 function diffTokens(a, b) {
   let start = 0;
   while (start < a.length && start < b.length && a[start] === b[start]) start++;
@@ -53,13 +106,15 @@ function diffTokens(a, b) {
   const tail = a.slice(endA).map((t) => ["same", t]);
   const midA = a.slice(start, endA);
   const midB = b.slice(start, endB);
-  let middle;
-  if ((midA.length + 1) * (midB.length + 1) <= MAX_CELLS) {
-    middle = lcsOps(midA, midB);
-  } else {
-    // Too large for a word table: diff whole lines, then treat each changed line as a unit.
+  let middle = myersOps(midA, midB, MAX_EDITS);
+  if (middle === null) {
     const lines = (tokens) => tokens.join("").split(/(?<=\n)/);
-    middle = lcsOps(lines(midA), lines(midB));
+    const la = lines(midA);
+    const lb = lines(midB);
+    middle =
+      (la.length + 1) * (lb.length + 1) <= MAX_CELLS
+        ? lcsOps(la, lb)
+        : [...la.map((t) => ["del", t]), ...lb.map((t) => ["ins", t])];
   }
   return [...head, ...middle, ...tail];
 }

@@ -57,6 +57,11 @@ export function fmtInt(n) {
   return typeof n === "number" && Number.isFinite(n) ? NUMBER.format(Math.round(n)) : "–";
 }
 
+/** `3 messages`, `1 message`: a count with its noun. */
+export function plural(n, noun, many = `${noun}s`) {
+  return `${fmtInt(n)} ${n === 1 ? noun : many}`;
+}
+
 /** `12345` -> `12.3k` (compact token counts for meters and labels). */
 export function fmtTokens(n) {
   if (typeof n !== "number" || !Number.isFinite(n)) return "–";

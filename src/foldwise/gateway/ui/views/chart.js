@@ -2,12 +2,13 @@
 
 import { fmtDate, fmtInt, fmtTokens, svg } from "../dom.js";
 
-const W = 640;
 const H = 200;
 const PAD = { left: 46, right: 12, top: 12, bottom: 24 };
 
 /** An SVG chart (`data-testid=calls-chart`) of `/threads/{id}/calls`. */
-export function callsChart(data) {
+export function callsChart(data, width = 640) {
+  // Drawn at the width it is shown at, so labels keep their size on a phone.
+  const W = Math.max(300, Math.round(width));
   const calls = data.calls || [];
   const compactions = data.compactions || [];
   const trigger = typeof data.trigger_tokens === "number" ? data.trigger_tokens : null;

@@ -98,18 +98,26 @@ async function markerAt(threadId, seq) {
   return entry && entry.kind === "compaction" ? entry.message : null;
 }
 
+function words(text) {
+  return (text.match(/\S+/g) || []).length;
+}
+
 function diffView(previous, current) {
   const out = h("div", { class: "diff", testid: "summary-diff" });
   if (!current) {
     out.append(h("p", { class: "muted" }, "No summary yet: the thread has not been compacted."));
     return out;
   }
-  for (const run of wordDiff(previous || "", current)) {
+  const runs = wordDiff(previous || "", current);
+  const added = runs.filter((r) => r.op === "ins").reduce((n, r) => n + words(r.text), 0);
+  const removed = runs.filter((r) => r.op === "del").reduce((n, r) => n + words(r.text), 0);
+  const stats = h("p", { class: "diff-stats" }, h("ins", {}, `+${added}`), " words, ", h("del", {}, `−${removed}`), " words");
+  for (const run of runs) {
     if (run.op === "ins") out.append(h("ins", {}, run.text));
     else if (run.op === "del") out.append(h("del", {}, run.text));
     else out.append(document.createTextNode(run.text));
   }
-  return out;
+  return [stats, out];
 }
 
 export class ContextPanel {
@@ -156,6 +164,7 @@ export class ContextPanel {
     const durable = context.durable || null;
     const { current, previous, count } = await this.summaries(context, calls);
     const model = context.model_name ? ` · model ${context.model_name}` : "";
+    const chartWrap = h("div", { class: "chart-wrap" });
     mount(
       this.el,
       h(
@@ -173,7 +182,7 @@ export class ContextPanel {
         calls
           ? [
               h("p", { class: "muted small" }, `Input tokens of the last ${fmtInt(calls.calls.length)} calls; ▼ marks a compaction (tokens after), the dashed line is the trigger.`),
-              h("div", { class: "chart-wrap" }, callsChart(calls)),
+              chartWrap,
             ]
           : h("p", { class: "muted" }, "This gateway does not report per-call history."),
       ),
@@ -198,5 +207,7 @@ export class ContextPanel {
         diffView(previous, current),
       ),
     );
+    // Drawn once its box is laid out, at that width (the SVG keeps its text size).
+    if (calls) chartWrap.append(callsChart(calls, chartWrap.clientWidth || 640));
   }
 }

@@ -1,7 +1,7 @@
 // The conversation: the transcript, the composer (messages and /compact), streamed answers.
 
 import { api, streamRun, threadPath } from "../api.js";
-import { fmtInt, fmtTokens, h, textOf, toast } from "../dom.js";
+import { fmtInt, fmtTokens, h, plural, textOf, toast } from "../dom.js";
 import { openReceipt } from "./receipt.js";
 import { Transcript } from "./transcript.js";
 
@@ -147,7 +147,7 @@ export class Conversation {
       const result = await api(threadPath(this.threadId, "/compact"), { method: "POST", body });
       if (result.compacted) {
         toast(
-          `Compacted: ${fmtInt(result.removed_message_count)} messages folded, ` +
+          `Compacted: ${plural(result.removed_message_count, "message")} folded, ` +
             `${fmtTokens(result.tokens_before)} → ${fmtTokens(result.tokens_after)} tokens`,
         );
       } else {
@@ -177,6 +177,7 @@ export class Conversation {
     this.clearNotice();
     this.setRunning(true);
     const t = this.transcript;
+    t.empty.hidden = true;
     t.live.append(
       h(
         "article",

@@ -156,7 +156,7 @@ export class MemoryView {
         h(
           "li",
           { class: "quarantine-item", testid: "quarantine-item", dataset: { factId: f.id } },
-          h("div", { class: "fact-head" }, h("code", { class: "slot" }, slotOf(f)), h("code", { class: "reason", title: "reason code" }, f.reason || "unspecified")),
+          h("div", { class: "fact-head" }, h("code", { class: "slot" }, slotOf(f)), h("span", { class: "muted small" }, "reason"), h("code", { class: "reason", testid: "quarantine-reason", title: "why it was held" }, f.reason || "unspecified")),
           h("p", { class: "fact-text" }, f.text),
           h("p", { class: "muted small" }, "recorded ", age(f.recorded_at)),
           h(

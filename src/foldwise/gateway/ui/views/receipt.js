@@ -60,7 +60,10 @@ function content(threadId, r) {
   const archive = r.archive_id
     ? h(
         "a",
-        { href: `#/t/${encodeURIComponent(threadId)}/artifacts/${encodeURIComponent(r.archive_id)}` },
+        {
+          href: `#/t/${encodeURIComponent(threadId)}/artifacts/${encodeURIComponent(r.archive_id)}`,
+          onclick: () => document.getElementById("receipt-dialog").close(),
+        },
         r.archive_id,
       )
     : "none (archiving off)";

@@ -7,6 +7,9 @@ import { ContextPanel } from "./context.js";
 import { Conversation } from "./conversation.js";
 import { threadLabel } from "./threads.js";
 
+const BUSY_POLL_MS = 2500;
+const IDLE_POLL_MS = 10000;
+
 const TABS = [
   ["conversation", "Conversation", ""],
   ["context", "Context", "/context"],
@@ -15,6 +18,10 @@ const TABS = [
 
 export class ThreadPane {
   constructor(threadId, { listed, onRunFinished }) {
+    this.headed = false;
+    this.activity = null; // updated_at, message and compaction counts last seen
+    this.ownChange = false;
+    this.watchTimer = 0;
     this.threadId = threadId;
     this.opened = false;
     this.seq = null;
@@ -23,10 +30,12 @@ export class ThreadPane {
     this.conversation = new Conversation(threadId, {
       assistantId: listed && listed.metadata && listed.metadata.assistant_id,
       onRunFinished: () => {
+        this.ownChange = true; // the transcript is already fresh
         this.context.markStale();
         this.artifacts.artifacts = null;
         this.refreshHeading();
         if (this.tab === "context") this.context.load();
+        else if (this.tab === "artifacts") this.artifacts.show(this.artifacts.current && this.artifacts.current.id);
         onRunFinished();
       },
     });
@@ -55,28 +64,68 @@ export class ThreadPane {
       this.missing,
       h("div", { class: "pane-body" }, Object.values(this.views)),
     );
+  }
+
+  /** Heading, status and assistant from a listed record (`/threads/overview`). */
+  update(record) {
+    if (!record || record.thread_id !== this.threadId) return;
+    const assistant = record.metadata && record.metadata.assistant_id;
+    if (assistant) this.conversation.assistantId = assistant;
+    this.title.textContent = threadLabel(record);
+    this.status.textContent = record.status;
+    this.status.className = `status status-${record.status}`;
+    this.status.hidden = false;
+    // Activity from elsewhere (another tab, an SDK client): show what it wrote.
+    const activity = `${record.updated_at}|${record.message_count}|${record.compaction_count}`;
+    const changed = this.activity !== null && activity !== this.activity;
+    this.activity = activity;
+    if (changed && !this.conversation.running && !this.ownChange) this.changedElsewhere();
+    this.ownChange = false;
+    clearTimeout(this.watchTimer);
+    this.watchTimer = setTimeout(
+      () => this.poll(),
+      record.status === "busy" ? BUSY_POLL_MS : IDLE_POLL_MS,
+    );
+  }
+
+  changedElsewhere() {
+    this.context.markStale();
+    this.artifacts.artifacts = null;
+    if (this.opened) this.conversation.transcript.refreshTail();
+    if (this.tab === "context") this.context.load();
+  }
+
+  poll() {
+    if (!this.el.isConnected) return; // another thread is shown: this pane is gone
+    if (document.visibilityState !== "visible") {
+      this.watchTimer = setTimeout(() => this.poll(), IDLE_POLL_MS);
+      return;
+    }
     this.refreshHeading();
   }
 
   async refreshHeading() {
     try {
-      const thread = await api(threadPath(this.threadId));
-      const messages = (thread.values && thread.values.messages) || [];
-      const assistant = thread.metadata && thread.metadata.assistant_id;
-      if (assistant) this.conversation.assistantId = assistant;
-      if (this.title.textContent.startsWith("Thread ")) {
-        const first = messages.find((m) => m && m.type === "human");
-        if (first) this.title.textContent = textOf(first.content).slice(0, 120);
+      let record = null;
+      try {
+        const page = await api("/threads/overview", { method: "POST", body: { limit: 5, query: this.threadId } });
+        record = page.threads.find((t) => t.thread_id === this.threadId) || null;
+      } catch (error) {
+        if (error.status !== 404 && error.status !== 405) throw error;
+        const thread = await api(threadPath(this.threadId)); // a gateway without the overview
+        const first = ((thread.values && thread.values.messages) || []).find((m) => m && m.type === "human");
+        record = { ...thread, title: first ? textOf(first.content).slice(0, 120) : "" };
       }
-      this.status.textContent = thread.status;
-      this.status.className = `status status-${thread.status}`;
-      this.status.hidden = false;
+      if (record) this.update(record);
+      else this.showMissing();
     } catch (error) {
-      if (error.status === 404) {
-        this.missing.textContent = `Thread ${this.threadId} was not found (deleted, or not yours).`;
-        this.missing.hidden = false;
-      }
+      if (error.status === 404) this.showMissing();
     }
+  }
+
+  showMissing() {
+    this.missing.textContent = `Thread ${this.threadId} was not found (deleted, or not yours).`;
+    this.missing.hidden = false;
   }
 
   /** Show the tab named by the route. */
@@ -100,6 +149,13 @@ export class ThreadPane {
       if (this.context.stale) await this.context.load();
     } else if (route.tab === "artifacts") {
       await this.artifacts.show(route.artifactId, route.offset);
+    }
+    if (!this.headed) {
+      this.headed = true; // after the first view's data: that is what the reader waits for
+      this.refreshHeading();
+    } else {
+      clearTimeout(this.watchTimer); // shown again: the poll stopped while it was away
+      this.poll();
     }
   }
 }

@@ -3,7 +3,7 @@
 // entries in the DOM (far-away pages are dropped and fetched again when scrolled back to).
 
 import { api, query, threadPath } from "../api.js";
-import { fmtInt, fmtTokens, h, textOf, toast } from "../dom.js";
+import { fmtInt, fmtTokens, h, plural, textOf, toast } from "../dom.js";
 
 const PAGE = 100;
 const MAX_ENTRIES = 300;
@@ -132,7 +132,7 @@ function markerNode(entry, onOpen) {
   const m = entry.message || {};
   const label = [
     m.manual ? "Compacted manually" : "Compacted automatically",
-    `${fmtInt(m.messages_removed)} messages folded into the summary`,
+    `${plural(m.messages_removed, "message")} folded into the summary`,
     `${fmtTokens(m.tokens_before)} → ${fmtTokens(m.tokens_after)} tokens`,
   ].join(" · ");
   return h(
