@@ -12,6 +12,7 @@ view is saved at 1280x800 and at 390x844 as `docs/img/ui-<view>-<desktop|phone>.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -29,7 +30,9 @@ from tests.support.web_ui import (
     API_USER,
     BLUR,
     CHROMIUM,
+    DESKTOP,
     FOCUS_RING,
+    ConsoleWatch,
     View,
     demo_server,
     expect_streamed_reply,
@@ -53,7 +56,7 @@ if _reason is not None and os.environ.get("CI"):
 if _reason is not None:
     pytest.skip(_reason, allow_module_level=True)
 
-from playwright.sync_api import Browser, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
 LONG_THREAD = "long-thread-2000"
 LONG_MESSAGES = 2000
@@ -323,16 +326,47 @@ def test_memory_facts_history_search_and_quarantine(desktop: View, demo: Demo) -
     desktop.clean()
 
 
-def test_send_streams_and_compact_adds_a_marker(desktop: View, demo: Demo) -> None:
+def last_answer(api: httpx.Client, thread_id: str) -> str:
+    """The text of the thread's newest transcript entry, which must be an AI message."""
+    page = api.get(f"/threads/{thread_id}/transcript", params={"before_seq": 10**9, "limit": 1})
+    entry = page.raise_for_status().json()["entries"][-1]
+    assert entry["kind"] == "message" and entry["message"]["type"] == "ai", entry
+    return text_of(entry["message"]["content"])
+
+
+def send_and_expect_a_streamed_answer(view: View, api: httpx.Client, thread_id: str) -> None:
+    """Send a message; the answer streams in, then is the newest message, with its text."""
+    seq_before = newest_seq(view)
+    watch_stream(view)
+    view.send("How much of the context is left?")
+    human = view.page.locator('[data-testid="message"][data-role="human"]').last
+    expect(human).to_have_text(re.compile("How much of the context is left"))
+    expect_streamed_reply(view, seq_before)
+    answer = last_answer(api, thread_id)
+    assert answer.strip(), "the answer is empty"
+    expect(view.tid("message").last).to_contain_text(answer.strip()[:40])
+
+
+def test_a_new_thread_streams_its_answer(desktop: View, demo: Demo) -> None:
+    desktop.go()
+    desktop.tid("thread-new").click()
+    expect(desktop.page).to_have_url(re.compile(r"#/t/[0-9a-f-]{36}$"))
+    thread_id = desktop.page.url.rsplit("/", 1)[1]
+    expect(desktop.tid("composer-input")).to_be_visible()
+    send_and_expect_a_streamed_answer(desktop, demo.api, thread_id)
+    desktop.clean()
+
+
+def test_a_replayed_thread_answers_new_messages(desktop: View, demo: Demo) -> None:
     desktop.go(f"t/{demo.thread}")
     expect(desktop.tid("message").first).to_be_visible()
-    seq_before = newest_seq(desktop)
-    watch_stream(desktop)
-    desktop.send("How much of the context is left?")
-    expect(desktop.page.locator('[data-testid="message"][data-role="human"]').last).to_have_text(
-        re.compile("How much of the context is left")
-    )
-    expect_streamed_reply(desktop, seq_before)
+    send_and_expect_a_streamed_answer(desktop, demo.api, demo.thread)
+    desktop.clean()
+
+
+def test_compact_command_adds_a_marker_and_a_summary(desktop: View, demo: Demo) -> None:
+    desktop.go(f"t/{demo.thread}")
+    expect(desktop.tid("message").first).to_be_visible()
     before = demo.api.get(f"/threads/{demo.thread}/context").json()["summary_text"]
     with desktop.page.expect_response(re.compile(r"/compact$")) as answer:
         desktop.send("/compact keep=2")
@@ -361,13 +395,12 @@ def test_keyboard_only(desktop: View, demo: Demo) -> None:
     page.evaluate(BLUR)
     desktop.tab_to("composer-input")
     seq_before = newest_seq(desktop)
-    watch_stream(desktop)
     page.keyboard.type("sent with the keyboard only")
     page.keyboard.press("Enter")
     expect(page.locator('[data-testid="message"][data-role="human"]').last).to_have_text(
         re.compile("sent with the keyboard only")
     )
-    expect_streamed_reply(desktop, seq_before)
+    settle(lambda: newest_seq(desktop) > seq_before + 1, "the run ended with an answer")
     # Back from the composer to the newest compaction marker, open its receipt, Escape.
     marker = desktop.tab_to("compaction-marker", key="Shift+Tab")
     receipt_id = marker.get_attribute("data-receipt-id")
@@ -387,12 +420,18 @@ def test_phone_views(phone: View, demo: Demo) -> None:
     page = phone.page
     phone.go()
     expect(phone.tid("thread-list")).to_be_visible()
-    expect(phone.tid("transcript")).to_have_count(0)
+    expect(phone.tid("transcript")).to_be_hidden()
     phone.shot("threads")
     item = page.locator(f'[data-testid="thread-item"][data-thread-id="{demo.thread}"]')
     item.get_by_test_id("thread-title").click()
     expect(phone.tid("transcript")).to_be_visible()
     expect(phone.tid("thread-list")).to_be_hidden()
+    # One pane at a time: the page's back link shows the list, the browser's Back the thread.
+    page.get_by_role("link", name="← Threads").click()
+    expect(phone.tid("thread-list")).to_be_visible()
+    expect(phone.tid("transcript")).to_be_hidden()
+    page.go_back()
+    expect(phone.tid("transcript")).to_be_visible()
     phone.reveal(phone.tid("compaction-marker")).scroll_into_view_if_needed()
     phone.shot("conversation")
     phone.tid("compaction-marker").first.click()
@@ -407,9 +446,6 @@ def test_phone_views(phone: View, demo: Demo) -> None:
     expect(phone.tid("artifact-rows")).to_be_visible()
     phone.tid("artifact-next").click()
     phone.shot("artifacts")
-    # The browser's back button walks the hash routes back; the nav returns to the list.
-    page.go_back()
-    expect(page).to_have_url(re.compile(rf"#/t/{demo.thread}/context$"))
     phone.tid("nav-threads").click()
     expect(phone.tid("thread-list")).to_be_visible()
     phone.tid("nav-memory").click()
@@ -421,12 +457,16 @@ def test_phone_views(phone: View, demo: Demo) -> None:
 # -- a live stub-backed agent with an API key ----------------------------------------------------
 
 
+def text_of(content: Any) -> str:
+    """The text of an OpenAI message's content (a string or a list of parts)."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
 def is_summarizer(body: dict[str, Any]) -> bool:
     messages = body.get("messages") or []
-    first = messages[0].get("content") if messages else ""
-    if isinstance(first, list):
-        first = "".join(p.get("text", "") for p in first if isinstance(p, dict))
-    return "<new_messages>" in str(first)
+    return bool(messages) and "<new_messages>" in text_of(messages[0].get("content"))
 
 
 class Brain:
@@ -444,8 +484,13 @@ class Brain:
                 return f"SUMMARY {self.summaries}: the user asked numbered questions."
             self.answers += 1
             number = self.answers
-        users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
-        latest = str(users[-1].get("content")) if users else ""
+        # The latest user message that is not foldwise's durable data block.
+        users = [
+            text_of(m.get("content"))
+            for m in body.get("messages") or []
+            if m.get("role") == "user" and "<durable_context_data>" not in text_of(m.get("content"))
+        ]
+        latest = users[-1] if users else ""
         if latest.startswith("slow"):
             return {"content": SLOW_ANSWER, "chunk_delay": 0.4}
         filler = "A long reply that fills the tiny window. " * 50
@@ -527,7 +572,7 @@ def test_compact_during_a_run_is_explained(live_view: View, live: Live) -> None:
     body = {
         "assistant_id": "agent",
         "input": {"messages": [{"type": "human", "content": "slow: take your time"}]},
-        "stream_mode": ["values"],
+        "stream_mode": ["messages-tuple", "values"],
     }
     done = threading.Event()
 
@@ -552,7 +597,7 @@ def test_compact_during_a_run_is_explained(live_view: View, live: Live) -> None:
             time.sleep(0.05)
         with live_view.page.expect_response(re.compile(r"/compact$")) as answer:
             live_view.send("/compact")
-        assert answer.value.status == 409
+        assert answer.value.status == 409, answer.value.json()
         notice = live_view.tid("composer-notice")
         expect(notice).to_be_visible()
         text = notice.inner_text()
@@ -569,38 +614,70 @@ def test_delete_a_thread(live_view: View, live: Live) -> None:
     page = live_view.page
     live_view.go()
     item = page.locator(f'[data-testid="thread-item"][data-thread-id="{thread}"]')
-    page.once("dialog", lambda dialog: dialog.accept())
     item.get_by_test_id("thread-delete").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete").click()
     expect(item).to_have_count(0)
     assert live.api.get(f"/threads/{thread}").status_code == 404
     live_view.clean()
 
 
+PAINTED = "() => performance.getEntriesByName('foldwise:transcript-painted')[0]?.startTime"
+
+
+def first_paint(page: Page, url: str) -> float:
+    """Open `url` in `page` (a full navigation); ms from navigation start to the paint mark."""
+    page.goto(url)
+    page.wait_for_function(f"() => ({PAINTED})() !== undefined")
+    return float(page.evaluate(PAINTED))
+
+
 def test_two_thousand_messages_paint_within_a_second(
-    live_view: View, live: Live, capsys: pytest.CaptureFixture[str]
+    browser: Browser, live_view: View, live: Live, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    url = f"{live.url}/ui#/t/{LONG_THREAD}"
+    # Cold: a new browser context (nothing cached), the key already in its session storage.
+    context = browser.new_context(viewport=DESKTOP)
+    context.add_init_script(f"sessionStorage.setItem('foldwise.apiKey', {json.dumps(API_KEY)})")
+    try:
+        cold_page = context.new_page()
+        watch = ConsoleWatch(cold_page)
+        cold = first_paint(cold_page, url)
+        assert watch.take() == []
+    finally:
+        context.close()
+    # Warm: the page's files cached, as when a second thread is opened in a new tab.
     page = live_view.page
-    total = live.api.get(f"/threads/{LONG_THREAD}/transcript", params={"limit": 1}).json()
     page.goto("about:blank")
-    page.goto(f"{live.url}/ui#/t/{LONG_THREAD}")  # a full navigation; the key is in the tab
-    page.wait_for_function(
-        "() => performance.getEntriesByName('foldwise:transcript-painted').length > 0"
-    )
-    painted = page.evaluate(
-        "() => performance.getEntriesByName('foldwise:transcript-painted')[0].startTime"
-    )
+    warm = first_paint(page, url)
     with capsys.disabled():
-        print(f"\n2,000-message thread: first transcript paint {painted:.0f} ms after navigation")
-    assert painted <= PAINT_BUDGET_MS
+        print(
+            f"\n2,000-message thread: transcript painted {cold:.0f} ms after navigation "
+            f"(cold browser context), {warm:.0f} ms (cached page files)"
+        )
+    assert cold <= PAINT_BUDGET_MS and warm <= PAINT_BUDGET_MS
     seqs = live_view.seqs()
     assert 0 < len(seqs) < 500, len(seqs)
+    total = live.api.get(f"/threads/{LONG_THREAD}/transcript", params={"limit": 1}).json()
     assert max(seqs) == total["total"], "the newest page is not the one shown first"
-    # Older pages come on demand: the button, then scrolling to the top.
-    oldest = min(seqs)
-    live_view.tid("load-older").first.click()
-    settle(lambda: min(live_view.seqs()) < oldest, "load-older showed older messages")
-    oldest = min(live_view.seqs())
-    live_view.tid("transcript").evaluate("el => { el.scrollTop = 0; }")
-    settle(lambda: min(live_view.seqs()) < oldest, "scrolling to the top showed older ones")
-    assert len(live_view.seqs()) < 500
+    # Older pages come on demand (the button, or scrolling up); far ones leave the DOM.
+    for step in range(5):
+        before = min(live_view.seqs())
+        live_view.tid("load-older").first.click()
+        settle(
+            lambda before=before: min(live_view.seqs()) < before,
+            f"load-older showed messages older than {before} (click {step + 1})",
+        )
+        assert len(live_view.seqs()) < 500, len(live_view.seqs())
+    assert min(live_view.seqs()) < total["total"] - 500
+    transcript = live_view.tid("transcript")
+    transcript.hover()
+    for step in range(3):
+        before = min(live_view.seqs())
+
+        def scrolled_up(before: int = before) -> bool:
+            live_view.page.mouse.wheel(0, -2000)  # what a reader does: scroll up, and again
+            return min(live_view.seqs()) < before
+
+        settle(scrolled_up, f"scrolling up showed messages older than {before} (step {step + 1})")
+        assert len(live_view.seqs()) < 500, len(live_view.seqs())
     live_view.clean()

@@ -417,6 +417,9 @@ class View:
 
     def reveal(self, target: Locator, tries: int = 40) -> Locator:
         """Load older transcript pages until `target` is rendered; return its first element."""
+        from playwright.sync_api import expect
+
+        expect(self.tid("message").first).to_be_attached()
         for _ in range(tries):
             if target.count():
                 break
@@ -426,7 +429,15 @@ class View:
             before = self.seqs()
             older.first.click()
             settle(lambda b=before: self.seqs() != b, "load-older rendered more messages")
-        assert target.count(), "not found in the transcript, even after loading older pages"
+        if not target.count():
+            older = self.tid("load-older")
+            seqs = self.seqs()
+            raise AssertionError(
+                f"{target} is not in the transcript, even after loading older pages "
+                f"(messages {min(seqs, default=None)}..{max(seqs, default=None)}, "
+                f"load-older: {older.count()} element(s), "
+                f"visible: {older.count() > 0 and older.first.is_visible()})"
+            )
         target.first.scroll_into_view_if_needed()
         return target.first
 
