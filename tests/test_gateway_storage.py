@@ -718,3 +718,158 @@ async def test_sqlite_relative_url_creates_parent_dirs(
     assert db.is_file()
     async with aiosqlite.connect(db) as conn, conn.execute("PRAGMA journal_mode") as cursor:
         assert (await cursor.fetchone())[0] == "wal"  # type: ignore[index]
+
+
+# overview reads (thread list, backward paging, model calls, origins) -----------------------
+
+
+def ai(text: str, message_id: str, input_tokens: int | None = None) -> TranscriptEvent:
+    data: dict[str, Any] = {"content": text, "id": message_id}
+    if input_tokens is not None:
+        data["usage_metadata"] = {"input_tokens": input_tokens, "output_tokens": 5}
+    return TranscriptEvent(
+        kind="message", message={"type": "ai", "data": data}, message_id=message_id
+    )
+
+
+def marker(receipt_id: str, tokens_after: int, archive_id: str | None = None) -> TranscriptEvent:
+    body = {"type": "compaction", "receipt_id": receipt_id, "tokens_after": tokens_after}
+    if archive_id is not None:
+        body["archive_id"] = archive_id
+    return TranscriptEvent(kind="compaction", message=body, message_id=f"compaction:{receipt_id}")
+
+
+async def test_transcript_pages_backwards_and_counts(storage: GatewayStorage) -> None:
+    await storage.create_thread("t1")
+    await storage.append_transcript("t1", [msg(f"m{i}", f"id-{i}") for i in range(7)])
+    await storage.append_transcript("t1", [marker("c1", 10)])
+    page = await storage.list_transcript("t1", before_seq=8, limit=3)
+    assert [e.seq for e in page] == [5, 6, 7]  # the newest three before 8, oldest first
+    assert [e.seq for e in await storage.list_transcript("t1", before_seq=3, limit=5)] == [1, 2]
+    assert await storage.list_transcript("t1", before_seq=1) == []
+    assert [e.seq for e in await storage.list_transcript("t1", kind="compaction")] == [8]
+    assert [e.seq for e in await storage.list_transcript("t1", after_seq=2, before_seq=5)] == [
+        3,
+        4,
+    ]
+    assert await storage.count_transcript("t1") == 8
+    assert await storage.count_transcript("other") == 0
+    with pytest.raises(ValueError, match="before_seq"):
+        await storage.list_transcript("t1", before_seq=0)
+    with pytest.raises(ValueError, match="kind"):
+        await storage.list_transcript("t1", kind="note")  # type: ignore[arg-type]
+
+
+async def test_model_calls_are_the_newest_ai_messages_with_usage(storage: GatewayStorage) -> None:
+    await storage.create_thread("t1")
+    await storage.append_transcript(
+        "t1",
+        [
+            msg("q1", "h1"),
+            ai("a1", "a1", 100),
+            ai("no usage", "a2"),
+            marker("c1", 40),
+            msg("q2", "h2"),
+            ai("a3", "a3", 70),
+            ai("a4", "a4", 90),
+        ],
+    )
+    calls = await storage.list_model_calls("t1", limit=2)
+    assert [e.message_id for e in calls] == ["a3", "a4"]
+    assert [e.message_id for e in await storage.list_model_calls("t1")] == ["a1", "a3", "a4"]
+    with pytest.raises(ValueError, match="limit"):
+        await storage.list_model_calls("t1", limit=0)
+
+
+async def test_thread_activity_titles_counts_and_context(storage: GatewayStorage) -> None:
+    await storage.create_thread("plain", owner="ada")
+    await storage.append_transcript(
+        "plain", [ai("greeting first", "g0"), msg("x" * 300, "h1"), ai("a", "a1", 120)]
+    )
+    await storage.create_thread("blocks", owner="ada")
+    blocks = {"type": "human", "data": {"content": [{"type": "text", "text": "Block title"}]}}
+    await storage.append_transcript(
+        "blocks",
+        [
+            TranscriptEvent(kind="message", message=blocks, message_id="b1"),
+            ai("a", "a1", 500),
+            marker("c1", 80),
+        ],
+    )
+    await storage.create_thread("empty", owner="ada")
+    await storage.create_thread("theirs", owner="bob")
+    page = await storage.thread_activity(owner="ada", limit=10)
+    by_id = {a.thread.thread_id: a for a in page}
+    assert set(by_id) == {"plain", "blocks", "empty"}
+    assert [a.thread.thread_id for a in page] == ["empty", "blocks", "plain"]  # newest first
+    plain, blocked, empty = by_id["plain"], by_id["blocks"], by_id["empty"]
+    assert plain.title == "x" * 120
+    assert (plain.message_count, plain.compaction_count) == (3, 0)
+    assert (plain.context_tokens, plain.context_source) == (120, "call")
+    assert blocked.title == "Block title"
+    assert (blocked.message_count, blocked.compaction_count) == (2, 1)
+    assert (blocked.context_tokens, blocked.context_source) == (80, "compaction")
+    assert (empty.title, empty.message_count, empty.context_tokens) == ("", 0, None)
+    assert empty.context_source is None
+    # a later call supersedes the compaction
+    await storage.append_transcript("blocks", [ai("b", "a2", 150)])
+    (again,) = [
+        a for a in await storage.thread_activity(owner="ada") if a.thread.thread_id == "blocks"
+    ]
+    assert (again.context_tokens, again.context_source) == (150, "call")
+    # paging
+    first = await storage.thread_activity(owner="ada", limit=2)
+    rest = await storage.thread_activity(owner="ada", limit=2, offset=2)
+    assert [a.thread.thread_id for a in first + rest] == [a.thread.thread_id for a in page]
+
+
+async def test_thread_activity_query_matches_id_title_and_metadata(
+    storage: GatewayStorage,
+) -> None:
+    await storage.create_thread("alpha-1", {"project": "Apollo", "n": 42}, owner="ada")
+    await storage.create_thread("beta_2", {"project": "Gemini"}, owner="ada")
+    await storage.append_transcript("beta_2", [msg("Where is the 50% DISCOUNT?", "h1")])
+    await storage.create_thread("gamma", {"note": "x"}, owner="ada")
+    await storage.create_thread("apollo-bob", {"project": "apollo"}, owner="bob")
+
+    async def ids(query: str) -> set[str]:
+        found = await storage.thread_activity(owner="ada", query=query)
+        return {a.thread.thread_id for a in found}
+
+    assert await ids("ALPHA") == {"alpha-1"}  # thread id, any case
+    assert await ids("discount") == {"beta_2"}  # title
+    assert await ids("apollo") == {"alpha-1"}  # metadata value (bob's thread stays hidden)
+    assert await ids("42") == {"alpha-1"}  # a non-string value
+    assert await ids("project") == set()  # keys are not values
+    assert await ids("50%") == {"beta_2"}  # LIKE wildcards are literal
+    assert await ids("a_2") == {"beta_2"}
+    assert await ids("%") == {"beta_2"}
+    assert await ids("_") == {"beta_2"}
+    assert await ids("\\") == set()
+    assert await ids("") == {"alpha-1", "beta_2", "gamma"}
+    with pytest.raises(ValueError, match="query"):
+        await storage.thread_activity(owner="ada", query="q" * 201)
+
+
+async def test_locate_transcript_by_message_call_and_archive(storage: GatewayStorage) -> None:
+    await storage.create_thread("t1")
+    tool = {"type": "tool", "data": {"content": "big", "tool_call_id": "call-1", "id": "tm1"}}
+    await storage.append_transcript(
+        "t1",
+        [
+            msg("paste", "h1"),
+            TranscriptEvent(kind="message", message=tool, message_id="tm1"),
+            marker("c1", 10, archive_id="art_x"),
+        ],
+    )
+    found = await storage.locate_transcript(
+        "t1", message_ids=["h1", "missing"], tool_call_ids=["call-1"], archive_ids=["art_x"]
+    )
+    assert [(f.seq, f.kind, f.message_id) for f in found] == [
+        (1, "message", "h1"),
+        (2, "message", "tm1"),
+        (3, "compaction", "compaction:c1"),
+    ]
+    assert found[1].tool_call_id == "call-1" and found[2].archive_id == "art_x"
+    assert await storage.locate_transcript("t1") == []
+    assert await storage.locate_transcript("other", message_ids=["h1"]) == []

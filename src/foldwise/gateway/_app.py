@@ -22,10 +22,12 @@ from langgraph.store.base import BaseStore
 
 from foldwise.config import FoldwiseConfig, load_config
 from foldwise.gateway._agents import AgentFactory, AgentRegistry
+from foldwise.gateway._artifacts import router as artifacts_routes
 from foldwise.gateway._assistants import router as assistants_routes
 from foldwise.gateway._audit_log import router as audit_log_routes
 from foldwise.gateway._auth import Authenticator, AuthMiddleware
 from foldwise.gateway._background import router as background_routes
+from foldwise.gateway._calls import router as calls_routes
 from foldwise.gateway._checkpointer import open_checkpointer
 from foldwise.gateway._compact import router as compact_routes
 from foldwise.gateway._context import router as context_routes
@@ -43,6 +45,7 @@ from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
 from foldwise.gateway._limits import BodyLimitMiddleware
 from foldwise.gateway._manager import RunManager
 from foldwise.gateway._memory import router as memory_routes
+from foldwise.gateway._overview import router as overview_routes
 from foldwise.gateway._queue import DEFAULT_QUEUE_POLL, RunQueue
 from foldwise.gateway._runs import router as runs_routes
 from foldwise.gateway._serde import JSONResponse
@@ -68,6 +71,7 @@ DEFAULT_SHUTDOWN_GRACE = 10.0
 
 _ROUTERS = (
     health_routes,
+    overview_routes,  # before the thread routes: `/threads/overview` is not a thread id
     threads_routes,
     runs_routes,
     background_routes,
@@ -75,6 +79,8 @@ _ROUTERS = (
     compact_routes,
     audit_log_routes,
     context_routes,
+    calls_routes,
+    artifacts_routes,
     assistants_routes,
     store_routes,
     memory_routes,

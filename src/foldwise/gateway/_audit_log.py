@@ -4,27 +4,45 @@ The transcript holds every visible message ever exchanged, with compaction marke
 recorded while runs happen (input messages, then every new message of the
 streamed state), so messages that compaction later folded into the summary are still here, in
 order, with a `compaction` entry where each compaction happened. Hidden framework messages are
-never recorded. Pages go forward: pass the last `seq` you saw as `after_seq`.
+never recorded. Pages go forward (pass the last `seq` you saw as `after_seq`) or backward
+(pass the first `seq` you hold as `before_seq`: the newest page first). Each message entry says
+whether the model still sees it verbatim (`in_context`: its id is in the thread's current
+checkpoint, read once per request).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from foldwise.gateway._deps import GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._messages import message_from_record
-from foldwise.gateway._schemas import AfterSeqQuery, OffsetQuery, PageQuery
+from foldwise.gateway._schemas import MAX_OFFSET, AfterSeqQuery, OffsetQuery, PageQuery
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway.storage import TranscriptEntry
 
-__all__ = ["router"]
+__all__ = ["context_message_ids", "router"]
 
 router = APIRouter(tags=["transcript"])
 
+BeforeSeqQuery = Annotated[int | None, Query(ge=1, le=MAX_OFFSET)]
+"""`?before_seq=`: the first transcript `seq` held, 1..2^63-1 (a page backwards)."""
 
-def _entry_json(entry: TranscriptEntry) -> dict[str, Any]:
+
+async def context_message_ids(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> set[str]:
+    """Ids of the messages in the thread's current checkpoint (what the model still sees)."""
+    config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    saved = await checkpointer.aget_tuple(config)
+    if saved is None:
+        return set()
+    messages = (saved.checkpoint.get("channel_values") or {}).get("messages") or []
+    return {str(m.id) for m in messages if getattr(m, "id", None) is not None}
+
+
+def _entry_json(entry: TranscriptEntry, in_context: Collection[str]) -> dict[str, Any]:
     message: dict[str, Any] | None
     if entry.kind == "message":
         message = message_from_record(entry.message)
@@ -32,7 +50,7 @@ def _entry_json(entry: TranscriptEntry) -> dict[str, Any]:
             message = entry.message
     else:
         message = entry.message
-    return {
+    found = {
         "seq": entry.seq,
         "kind": entry.kind,
         "run_id": entry.run_id,
@@ -40,6 +58,11 @@ def _entry_json(entry: TranscriptEntry) -> dict[str, Any]:
         "created_at": entry.created_at,
         "message": message,
     }
+    if entry.kind == "message":
+        found["in_context"] = entry.message_id is not None and entry.message_id in in_context
+    else:  # markers written before the summary was recorded serve it as null
+        found["message"] = {"summary": None, **message}
+    return found
 
 
 @router.get("/threads/{thread_id}/transcript")
@@ -49,25 +72,42 @@ async def get_transcript(
     identity: IdentityDep,
     after_seq: AfterSeqQuery = 0,
     limit: PageQuery = 100,
+    before_seq: BeforeSeqQuery = None,
 ) -> Response:
     """Transcript entries with `seq > after_seq`, oldest first, at most `limit`.
 
-    Returns `{thread_id, entries, next_after_seq, has_more}`; each entry has `seq`, `kind`
-    (`message` or `compaction`), `run_id`, `message_id`, `created_at` and `message` (a message
-    in the same shape as in the thread state, or the compaction's summary).
+    With `before_seq`, the newest `limit` entries with `seq < before_seq` (and `> after_seq`),
+    still oldest first; `has_more` then says whether older ones exist.
+
+    Returns `{thread_id, entries, next_after_seq, next_before_seq, has_more, total}`; each
+    entry has `seq`, `kind` (`message` or `compaction`), `run_id`, `message_id`, `created_at`
+    and `message` (a message in the same shape as in the thread state, or the compaction's
+    marker with its `summary`); message entries add `in_context`.
     """
     await require_thread(gateway, thread_id, identity)
     storage = gateway.storage
-    entries = await storage.list_transcript(thread_id, after_seq=after_seq, limit=limit)
-    has_more = bool(entries) and bool(
-        await storage.list_transcript(thread_id, after_seq=entries[-1].seq, limit=1)
+    entries = await storage.list_transcript(
+        thread_id, after_seq=after_seq, limit=limit, before_seq=before_seq
     )
+    if before_seq is None:
+        more = bool(entries) and bool(
+            await storage.list_transcript(thread_id, after_seq=entries[-1].seq, limit=1)
+        )
+    else:
+        more = bool(entries) and bool(
+            await storage.list_transcript(
+                thread_id, after_seq=after_seq, before_seq=entries[0].seq, limit=1
+            )
+        )
+    in_context = await context_message_ids(gateway.checkpointer, thread_id)
     return JSONResponse(
         {
             "thread_id": thread_id,
-            "entries": [_entry_json(e) for e in entries],
+            "entries": [_entry_json(e, in_context) for e in entries],
             "next_after_seq": entries[-1].seq if entries else after_seq,
-            "has_more": has_more,
+            "next_before_seq": entries[0].seq if entries else before_seq,
+            "has_more": more,
+            "total": await storage.count_transcript(thread_id),
         }
     )
 

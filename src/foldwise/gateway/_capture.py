@@ -26,15 +26,24 @@ from foldwise.gateway._leases import Lease
 from foldwise.gateway._messages import message_record, visible
 from foldwise.gateway.storage import GatewayStorage, TranscriptEvent, validate_run_id
 
-__all__ = ["TranscriptRecorder", "compaction_marker"]
+__all__ = ["TranscriptRecorder", "compaction_marker", "latest_summary"]
 
 logger = logging.getLogger(__name__)
 
 _RECEIPT_PAGE = 1000
 
 
-def compaction_marker(receipt: Mapping[str, Any], run_id: str | None) -> TranscriptEvent:
-    """The transcript event that marks a compaction between the messages around it."""
+def compaction_marker(
+    receipt: Mapping[str, Any], run_id: str | None, summary_text: str | None = None
+) -> TranscriptEvent:
+    """The transcript event that marks a compaction between the messages around it.
+
+    Args:
+        receipt: The compaction's receipt (`CompactionReceipt.to_dict()`).
+        run_id: The run that compacted.
+        summary_text: The summary this compaction produced (the thread's `summary_text`
+            right after it), when known; markers written without it serve `null`.
+    """
     summary = {
         "type": "compaction",
         "receipt_id": receipt.get("id"),
@@ -45,9 +54,16 @@ def compaction_marker(receipt: Mapping[str, Any], run_id: str | None) -> Transcr
         "tokens_after": receipt.get("tokens_after"),
         "messages_removed": receipt.get("messages_removed"),
         "messages_preserved": receipt.get("messages_preserved"),
+        "messages_rescued": receipt.get("messages_rescued"),
         "summary_chars": receipt.get("summary_chars"),
         "model_used": receipt.get("model_used"),
+        "attempts": receipt.get("attempts"),
+        "duration_ms": receipt.get("duration_ms"),
+        "archive_id": receipt.get("archive_id"),
+        "metric": receipt.get("metric"),
+        "threshold": receipt.get("threshold"),
         "created_at": receipt.get("created_at"),
+        "summary": summary_text if isinstance(summary_text, str) else None,
     }
     receipt_id = receipt.get("id")
     return TranscriptEvent(
@@ -135,19 +151,23 @@ class TranscriptRecorder:
         self.known_messages.update(str(m.id) for m in fresh)
         return len(events)
 
-    async def receipt(self, receipt: Mapping[str, Any]) -> bool:
-        """Store a compaction receipt and its marker once; return whether it was new."""
+    async def receipt(self, receipt: Mapping[str, Any], summary_text: str | None = None) -> bool:
+        """Store a compaction receipt and its marker once; return whether it was new.
+
+        `summary_text` is the summary the compaction produced, recorded in the marker.
+        """
         receipt_id = receipt.get("id")
         if not isinstance(receipt_id, str) or receipt_id in self.known_receipts:
             return False
-        await self._store_receipt(receipt, self.run_id)
+        await self._store_receipt(receipt, self.run_id, summary_text)
         return True
 
-    async def _store_receipt(self, receipt: Mapping[str, Any], run_id: str | None) -> None:
+    async def _store_receipt(
+        self, receipt: Mapping[str, Any], run_id: str | None, summary_text: str | None
+    ) -> None:
         await self._fence()
-        await self.storage.add_receipt(
-            self.thread_id, dict(receipt), run_id=run_id, marker=compaction_marker(receipt, run_id)
-        )
+        marker = compaction_marker(receipt, run_id, summary_text)
+        await self.storage.add_receipt(self.thread_id, dict(receipt), run_id=run_id, marker=marker)
         self.known_receipts.add(str(receipt.get("id")))
 
     async def _stored_receipt_ids(self) -> set[str]:
@@ -183,7 +203,9 @@ class TranscriptRecorder:
             stored = await self._stored_receipt_ids()
             for receipt in receipts:
                 if isinstance(receipt.get("id"), str) and receipt["id"] not in stored:
-                    await self._store_receipt(receipt, _run_id_or_none(receipt.get("run_id")))
+                    run_id = _run_id_or_none(receipt.get("run_id"))
+                    summary = latest_summary(values, receipt)
+                    await self._store_receipt(receipt, run_id, summary)
                     recovered += 1
         state = [m for m in values.get("messages") or [] if isinstance(m, BaseMessage)]
         ids = {str(m.id) for m in state if m.id is not None}
@@ -207,9 +229,23 @@ class TranscriptRecorder:
         """Record a streamed state: new receipts first (they happened before), then messages."""
         for receipt in values.get("compactions") or []:
             if isinstance(receipt, Mapping):
-                await self.receipt(receipt)
+                await self.receipt(receipt, latest_summary(values, receipt))
         messages = values.get("messages") or []
         await self.messages([m for m in messages if isinstance(m, BaseMessage)])
+
+
+def latest_summary(values: Mapping[str, Any], receipt: Mapping[str, Any]) -> str | None:
+    """The summary `receipt`'s compaction produced, if `values` shows it; else `None`.
+
+    A compaction writes its receipt and the new `summary_text` in one state update, so the
+    state's summary is that of its newest receipt (the last of `compactions`); an older
+    receipt's summary has been replaced since.
+    """
+    receipts = values.get("compactions") or []
+    summary = values.get("summary_text")
+    if not receipts or not isinstance(summary, str) or not isinstance(receipts[-1], Mapping):
+        return None
+    return summary if receipts[-1].get("id") == receipt.get("id") else None
 
 
 def _run_id_or_none(value: Any) -> str | None:

@@ -133,7 +133,9 @@ async def compact_thread(
             if outcome is not None and outcome.receipt is not None:
                 receipt = outcome.receipt.to_dict()
                 receipt["run_id"] = receipt.get("run_id") or operation_id
-                await gateway.runs.record_receipt(thread_id, operation_id, receipt, hosted.graph)
+                await gateway.runs.record_receipt(
+                    thread_id, operation_id, receipt, hosted.graph, outcome.summary_text
+                )
             status = "success"
         except asyncio.CancelledError:
             status, error_text = "interrupted", "cancelled"

@@ -10,6 +10,11 @@ The route is read-only: it measures with a fork of the agent's counter (`TokenCo
 no usage anchor, cache entry or conversation snapshot it produces is seen by later runs, and
 the counting and planning (CPU work proportional to the thread) run in a worker thread, off the
 event loop.
+
+`durable` gives the exact texts the model receives for the current state, rendered by
+`foldwise.durable` with the agent's own channels: the authority contract (a system part) and
+the escaped data message, with the channels that have a section. Memory recalled for one
+request is not part of the state, so it is not shown (the memory profile channel is).
 """
 
 from __future__ import annotations
@@ -22,15 +27,57 @@ from fastapi import APIRouter, Query, Response
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from foldwise.compaction import CompactionPolicy, decide_compaction
-from foldwise.durable import inject_durable_context, render_sections
+from foldwise.durable import (
+    AUTHORITY_CONTRACT,
+    BUILTIN_CHANNELS,
+    inject_durable_context,
+    is_durable_data_message,
+    render_sections,
+)
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._deps import GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._serde import JSONResponse
 from foldwise.tokens import get_counter
 
-__all__ = ["context_report", "router"]
+__all__ = ["context_report", "durable_texts", "router"]
 
 router = APIRouter(tags=["context"])
+
+
+def _durable_sections(
+    hosted: HostedAgent, values: Mapping[str, Any]
+) -> tuple[list[str], list[str], bool]:
+    """The channels with a section, the sections, and whether the contract is merged.
+
+    As the agent's `DurableContextMiddleware` renders them: its channels (built-in and the
+    application's), each through `render_sections`.
+    """
+    middleware = hosted.summarization
+    durable = middleware.durable if middleware is not None else None
+    channels = durable.channels if durable is not None else BUILTIN_CHANNELS
+    names: list[str] = []
+    sections: list[str] = []
+    for channel in channels:
+        rendered = render_sections(values, (channel,))
+        if rendered:
+            names.append(channel.key)
+            sections += rendered
+    return names, sections, durable.merge_contract if durable is not None else False
+
+
+def durable_texts(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The durable block of the next request: `{contract, data, sections}` (texts or null).
+
+    Rendered with `inject_durable_context` as the agent renders it. With `merge_contract` the
+    contract is the part appended to the system message.
+    """
+    names, sections, merged = _durable_sections(hosted, values)
+    block, system = inject_durable_context([], sections, merge_contract=merged)
+    data = next((str(m.content) for m in block if is_durable_data_message(m)), None)
+    contract = next((str(m.content) for m in block if isinstance(m, SystemMessage)), None)
+    if merged and system is not None:
+        contract = AUTHORITY_CONTRACT
+    return {"contract": contract, "data": data, "sections": names}
 
 
 def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -49,13 +96,16 @@ def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, 
         counter.count_message(SystemMessage(hosted.system_prompt)) if hosted.system_prompt else 0
     )
     tools = counter.count_tools(hosted.bound_tools())
-    block, _system = inject_durable_context([], render_sections(values))
+    _names, sections, _merged = _durable_sections(hosted, values)
+    block, _system = inject_durable_context([], sections)
     durable = sum(counter.count_message(m) for m in block)
     summary_tokens = counter.count_text(summary) if summary else 0
     message_tokens = counter.count_messages(messages, anchor=False)
     static = system + tools + durable
     request = counter.count_request(messages, static_tokens=static)
     report: dict[str, Any] = {
+        "summary_text": summary,
+        "durable": durable_texts(hosted, values),
         "counter": counter.name,
         "model_name": middleware.run_model_name if middleware is not None else None,
         "message_count": len(messages),

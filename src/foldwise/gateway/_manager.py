@@ -115,12 +115,20 @@ class RunManager:
         return await recorder.reconcile(snapshot.values or {})
 
     async def record_receipt(
-        self, thread_id: str, operation_id: str, receipt: Mapping[str, Any], graph: Any
+        self,
+        thread_id: str,
+        operation_id: str,
+        receipt: Mapping[str, Any],
+        graph: Any,
+        summary_text: str | None = None,
     ) -> None:
-        """Store a manual compaction's receipt and marker (its checkpoint is committed)."""
+        """Store a manual compaction's receipt and marker (its checkpoint is committed).
+
+        `summary_text` is the summary the compaction produced, recorded in the marker.
+        """
         recorder = TranscriptRecorder(self.storage, thread_id, operation_id)
         await pause_after_checkpoint(graph, recorder, {"compactions": [receipt]})  # tests only
-        await recorder.receipt(receipt)
+        await recorder.receipt(receipt, summary_text)
 
     @asynccontextmanager
     async def exclusive(

@@ -42,6 +42,7 @@ from foldwise.offload._notice import (
 from foldwise.offload._preview import make_preview, one_line_preview
 from foldwise.offload._reducer import MAX_OFFLOAD_EVENTS, merge_offloads
 from foldwise.offload._rows import MAX_ROW_CHARS, iter_rows, join_rows
+from foldwise.offload._search import check_pattern
 from foldwise.offload._store import DEFAULT_PAGE_CHARS, ArtifactStore, BaseArtifactStore
 from foldwise.offload._tools import (
     NO_THREAD_ID,
@@ -68,6 +69,7 @@ __all__ = [
     "StoreArtifactStore",
     "acollect_garbage",
     "artifact_store_from_config",
+    "check_pattern",
     "clipped_text",
     "collect_garbage",
     "format_page",

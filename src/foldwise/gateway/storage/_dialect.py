@@ -9,7 +9,11 @@ that a `Dialect` fills in (`Dialect.sql`):
 - ``{later}``: ``{now}`` plus ``?`` seconds;
 - ``{keyshare}`` / ``{share}`` / ``{exclusive}``: the row lock a `SELECT` takes inside a write
   transaction: against deletion, against any update, against other writers (empty for
-  SQLite, whose ``BEGIN IMMEDIATE`` already holds the only writer lock).
+  SQLite, whose ``BEGIN IMMEDIATE`` already holds the only writer lock);
+- ``{lower}``: the case-folding function of substring filters.
+
+JSON is read inside queries through `json_text`, `json_type` and `json_values`, whose paths
+are this package's constants (never request input).
 
 A dialect also owns the connection: it opens and closes it, hands out `Session`s for reads
 (autocommit) and writes (one transaction), converts timestamps, and knows the database's
@@ -71,6 +75,11 @@ class Dialect:
     key_share_lock: ClassVar[str] = ""
     share_lock: ClassVar[str] = ""
     exclusive_lock: ClassVar[str] = ""
+    lower: ClassVar[str] = "LOWER"
+    json_string: ClassVar[str] = ""
+    """What `json_type` answers for a JSON string."""
+    json_array: ClassVar[str] = "array"
+    """What `json_type` answers for a JSON array."""
 
     def sql(self, template: str) -> str:
         """Fill the dialect slots of a query template (see the module docstring)."""
@@ -82,6 +91,7 @@ class Dialect:
             keyshare=self.key_share_lock,
             share=self.share_lock,
             exclusive=self.exclusive_lock,
+            lower=self.lower,
         )
 
     def native(self, query: str) -> str:
@@ -126,6 +136,21 @@ class Dialect:
 
     def json_contains(self, column: str) -> str:  # pragma: no cover - overridden
         """A condition: `column` contains the JSON text bound to its one ``?``."""
+        raise NotImplementedError
+
+    def json_text(self, column: str, *path: str | int) -> str:  # pragma: no cover - overridden
+        """An expression: the JSON value at `path` of `column` (strings unquoted), or NULL."""
+        raise NotImplementedError
+
+    def json_type(self, column: str, *path: str | int) -> str:  # pragma: no cover - overridden
+        """An expression: the JSON type at `path` of `column` (`json_string`, `json_array`...)."""
+        raise NotImplementedError
+
+    def json_values(self, column: str) -> str:  # pragma: no cover - overridden
+        """A table expression: one row per top-level value of the object in `column`.
+
+        Its one column of interest is `value` (the value as text).
+        """
         raise NotImplementedError
 
     # migrations ------------------------------------------------------------------------------

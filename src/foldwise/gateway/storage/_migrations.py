@@ -173,12 +173,17 @@ _0005 = Migration(
     ),
 )
 
+# Thread overviews count a thread's messages and compaction markers, and the calls chart lists
+# its markers: an index by kind answers both from the index alone.
+_0006 = ("CREATE INDEX transcript_kind_idx ON {t}transcript_events (thread_id, kind, seq)",)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _migration(1, "threads, runs, transcript, receipts, thread locks", _0001, _0001_POSTGRES_ONLY),
     _migration(2, "receipts are unique per thread by their own id", _0002),
     _migration(3, "thread leases carry a fencing token", _0003),
     _migration(4, "threads are owned by the identity that created them", _0004),
     _0005,
+    _migration(6, "transcript events are indexed by kind", _0006),
 )
 """Every migration, in order."""
 

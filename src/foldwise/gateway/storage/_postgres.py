@@ -44,6 +44,17 @@ def _native(query: str) -> LiteralString:
     return query.replace("?", "%s")
 
 
+_PATH_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _path_args(path: Sequence[str | int]) -> str:
+    steps = [str(step) if isinstance(step, int) else step for step in path]
+    for step in steps:  # pragma: no branch - paths are constants of this package
+        if not (step.isdigit() or _PATH_KEY.fullmatch(step)):
+            raise ValueError(f"unsupported JSON path key {step!r}")
+    return ", ".join(f"'{step}'" for step in steps)
+
+
 class _Session:
     """`Session` over a psycopg connection: ``?`` placeholders become ``%s``."""
 
@@ -84,6 +95,7 @@ class PostgresDialect(Dialect):
     json_param = "CAST(? AS jsonb)"
     now = "clock_timestamp()"
     later = "(clock_timestamp() + make_interval(secs => ?))"
+    json_string = "string"
     key_share_lock = " FOR KEY SHARE"
     share_lock = " FOR SHARE"
     exclusive_lock = " FOR NO KEY UPDATE"
@@ -170,6 +182,18 @@ class PostgresDialect(Dialect):
     def json_contains(self, column: str) -> str:
         """`jsonb` containment (served by the GIN index on threads.metadata)."""
         return f"{column} @> CAST(? AS jsonb)"
+
+    def json_text(self, column: str, *path: str | int) -> str:
+        """``jsonb_extract_path_text`` (array indexes as text steps)."""
+        return f"jsonb_extract_path_text({column}, {_path_args(path)})"
+
+    def json_type(self, column: str, *path: str | int) -> str:
+        """``jsonb_typeof`` (`string`, `array`, `object`, `number`...)."""
+        return f"jsonb_typeof(jsonb_extract_path({column}, {_path_args(path)}))"
+
+    def json_values(self, column: str) -> str:
+        """``jsonb_each_text`` of the object."""
+        return f"jsonb_each_text({column})"
 
     # migrations ------------------------------------------------------------------------------
 

@@ -12,12 +12,14 @@ __all__ = [
     "RunKind",
     "RunRecord",
     "RunStatus",
+    "ThreadActivity",
     "ThreadLock",
     "ThreadRecord",
     "ThreadSortKey",
     "ThreadStatus",
     "TranscriptEntry",
     "TranscriptEvent",
+    "TranscriptLocation",
 ]
 
 ThreadStatus = Literal["idle", "busy", "error"]
@@ -189,3 +191,45 @@ class ThreadLock:
     acquired_at: datetime
     expires_at: datetime
     token: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadActivity:
+    """A thread with what its transcript says about it (one row of a thread overview).
+
+    Attributes:
+        thread: The thread row.
+        title: The text of its first human message, at most 120 characters (`""` if none):
+            string content, else the first content block's text.
+        message_count: Message entries of its transcript.
+        compaction_count: Compaction markers of its transcript.
+        context_tokens: Input tokens of the latest model call (`usage_metadata.input_tokens`
+            of an AI message), or `tokens_after` of a later compaction; `None` if neither.
+        context_source: `"call"` or `"compaction"`: which of the two `context_tokens` is.
+    """
+
+    thread: ThreadRecord
+    title: str
+    message_count: int
+    compaction_count: int
+    context_tokens: int | None
+    context_source: Literal["call", "compaction"] | None
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptLocation:
+    """Where a message, tool result or compaction sits in a transcript.
+
+    Attributes:
+        seq: The entry's sequence number.
+        kind: `message` or `compaction`.
+        message_id: The entry's message id.
+        tool_call_id: The call a tool message answers, if it is one.
+        archive_id: The archive artifact a compaction marker names, if any.
+    """
+
+    seq: int
+    kind: EventKind
+    message_id: str | None
+    tool_call_id: str | None
+    archive_id: str | None

@@ -42,6 +42,7 @@ from foldwise.gateway.storage._records import (
     ThreadSortKey,
     ThreadStatus,
 )
+from foldwise.gateway.storage._sql_overview import SqlOverviewMixin
 from foldwise.gateway.storage._sql_queue import SqlQueueMixin
 
 __all__ = ["GatewayStorage", "SqlGatewayStorage"]
@@ -73,7 +74,7 @@ def _check_owner(owner: str) -> str:
     return owner
 
 
-class SqlGatewayStorage(SqlQueueMixin):
+class SqlGatewayStorage(SqlQueueMixin, SqlOverviewMixin):
     """Threads, runs, transcript events, compaction receipts and thread leases in SQL.
 
     Every method validates thread and run ids before any SQL (`InvalidThreadIdError`,

@@ -18,6 +18,8 @@ from foldwise.gateway.storage._base import (
 from foldwise.gateway.storage._codec import check_page, dumps, loads_object, utcnow
 from foldwise.gateway.storage._ids import validate_run_id, validate_thread_id
 from foldwise.gateway.storage._records import (
+    EVENT_KINDS,
+    EventKind,
     ReceiptRecord,
     TranscriptEntry,
     TranscriptEvent,
@@ -141,19 +143,44 @@ class SqlEventsMixin:
             return await self._append(s, tid, prepared)
 
     async def list_transcript(
-        self, thread_id: str, *, after_seq: int = 0, limit: int = 100
+        self,
+        thread_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int = 100,
+        before_seq: int | None = None,
+        kind: EventKind | None = None,
     ) -> list[TranscriptEntry]:
-        """Entries with `seq > after_seq`, ascending, at most `limit`."""
+        """Entries with `seq > after_seq`, ascending, at most `limit`.
+
+        With `before_seq`, the newest `limit` entries with `after_seq < seq < before_seq`
+        instead (still returned in ascending order): a page backwards. With `kind`, only
+        entries of that kind.
+        """
         tid = validate_thread_id(thread_id)
         check_page(limit)
         if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
             raise ValueError(f"after_seq must be a non-negative integer, got {after_seq!r}")
+        conditions = ["thread_id = ?", "seq > ?"]
+        params: list[Any] = [tid, after_seq]
+        if before_seq is not None:
+            if isinstance(before_seq, bool) or not isinstance(before_seq, int) or before_seq < 1:
+                raise ValueError(f"before_seq must be a positive integer, got {before_seq!r}")
+            conditions.append("seq < ?")
+            params.append(before_seq)
+        if kind is not None:
+            if kind not in EVENT_KINDS:
+                raise ValueError(f"kind must be one of {sorted(EVENT_KINDS)}, got {kind!r}")
+            conditions.append("kind = ?")
+            params.append(kind)
+        order = "seq" if before_seq is None else "seq DESC"
         query = (
             f"SELECT {TRANSCRIPT_COLUMNS} FROM {{p}}transcript_events "
-            "WHERE thread_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+            f"WHERE {' AND '.join(conditions)} ORDER BY {order} LIMIT ?"
         )
-        params = (tid, after_seq, limit)
-        return await self._fetch_all(TranscriptEntry, "list_transcript", tid, query, params)
+        params.append(limit)
+        found = await self._fetch_all(TranscriptEntry, "list_transcript", tid, query, params)
+        return found if before_seq is None else found[::-1]
 
     # receipts --------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -76,6 +77,26 @@ async def rollback(conn: aiosqlite.Connection, operation: str, thread_id: str | 
         logger.exception("rollback after a failed %s on thread %s failed", operation, thread_id)
 
 
+_PATH_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _json_path(path: Sequence[str | int]) -> str:
+    parts = ["$"]
+    for step in path:
+        if isinstance(step, int):
+            parts.append(f"[{step:d}]")
+        elif _PATH_KEY.fullmatch(step):
+            parts.append(f".{step}")
+        else:  # pragma: no cover - paths are constants of this package
+            raise ValueError(f"unsupported JSON path key {step!r}")
+    return "".join(parts)
+
+
+def _lower(value: Any) -> str | None:
+    """Unicode case folding for substring filters (SQLite's LOWER folds ASCII only)."""
+    return None if value is None else str(value).lower()
+
+
 class SqliteDialect(Dialect):
     """SQLite: one aiosqlite connection, ``BEGIN IMMEDIATE`` writes, epoch-second leases."""
 
@@ -83,6 +104,8 @@ class SqliteDialect(Dialect):
     json_param = "?"
     now = "((julianday('now') - 2440587.5) * 86400.0)"
     later = "((julianday('now') - 2440587.5) * 86400.0 + ?)"
+    lower = "foldwise_lower"
+    json_string = "text"
 
     def __init__(self, path: str, *, busy_timeout_ms: int, synchronous: str) -> None:
         self.path = path
@@ -114,6 +137,7 @@ class SqliteDialect(Dialect):
                     await conn.create_function(
                         "foldwise_json_contains", 2, json_contains, deterministic=True
                     )
+                    await conn.create_function("foldwise_lower", 1, _lower, deterministic=True)
                 except BaseException:
                     await conn.close()
                     raise
@@ -187,6 +211,18 @@ class SqliteDialect(Dialect):
     def json_contains(self, column: str) -> str:
         """Postgres ``@>`` semantics through the registered Python function."""
         return f"foldwise_json_contains({column}, ?)"
+
+    def json_text(self, column: str, *path: str | int) -> str:
+        """``json_extract`` with a ``$.key[0]`` path."""
+        return f"json_extract({column}, '{_json_path(path)}')"
+
+    def json_type(self, column: str, *path: str | int) -> str:
+        """``json_type`` (`text` for strings, `array`, `object`, `integer`...)."""
+        return f"json_type({column}, '{_json_path(path)}')"
+
+    def json_values(self, column: str) -> str:
+        """``json_each`` of the object."""
+        return f"json_each({column})"
 
     # migrations ------------------------------------------------------------------------------
 
