@@ -57,6 +57,7 @@ from foldwise.gateway._stream import (
     EventBuffer,
 )
 from foldwise.gateway._threads import router as threads_routes
+from foldwise.gateway._ui import router as ui_routes
 from foldwise.gateway.storage import open_storage
 from foldwise.memory import MemoryManager, MemoryOutbox, MemoryWorker, open_outbox
 from foldwise.memory._pipeline import checkpointer_commit_check
@@ -84,6 +85,7 @@ _ROUTERS = (
     assistants_routes,
     store_routes,
     memory_routes,
+    ui_routes,
 )
 """One router per resource, in the order their routes are matched."""
 

@@ -33,6 +33,7 @@ __all__ = [
     "PUBLIC_PATHS",
     "AuthMiddleware",
     "Authenticator",
+    "is_public_path",
     "request_identity",
 ]
 
@@ -46,6 +47,16 @@ LOCAL_IDENTITY = ""
 
 PUBLIC_PATHS = frozenset({"/health", "/ok", "/info"})
 """Paths answered without credentials: liveness and server info, no thread data."""
+
+PUBLIC_PAGE = "/ui"
+"""The web page and its assets (`/ui`, `/ui/...`): static files, no data; its API calls
+carry the key like any client's."""
+
+
+def is_public_path(path: str) -> bool:
+    """Whether `path` is answered without credentials (`PUBLIC_PATHS` and the web page)."""
+    return path in PUBLIC_PATHS or path == PUBLIC_PAGE or path.startswith(PUBLIC_PAGE + "/")
+
 
 _STATE_KEY = "foldwise_identity"
 
@@ -138,8 +149,8 @@ def _unauthorized(detail: str, status: int = 401) -> JSONResponse:
 class AuthMiddleware:
     """Pure ASGI middleware: resolve the identity, or answer 401 `{"detail": ...}`.
 
-    Public paths (`PUBLIC_PATHS`) and `OPTIONS` requests (CORS preflights, answered by the
-    CORS middleware outside this one) pass without credentials.
+    Public paths (`PUBLIC_PATHS`, the page under `/ui`) and `OPTIONS` requests (CORS
+    preflights, answered by the CORS middleware outside this one) pass without credentials.
 
     Args:
         app: The wrapped application.
@@ -155,7 +166,7 @@ class AuthMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope.get("path") in PUBLIC_PATHS or scope.get("method") == "OPTIONS":
+        if is_public_path(str(scope.get("path", ""))) or scope.get("method") == "OPTIONS":
             await self.app(scope, receive, send)
             return
         try:
