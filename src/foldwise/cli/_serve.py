@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from foldwise.cli._levels import LogLevel
-from foldwise.cli._output import fail, fail_on_errors, warn
+from foldwise.cli._output import EXIT_USAGE, fail, fail_on_errors, warn
 from foldwise.config import CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH, FoldwiseConfig, load_config
 from foldwise.errors import FoldwiseError
 
@@ -134,6 +134,30 @@ def _run_single(application: Any, options: dict[str, Any]) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _serve_demo(
+    config_path: Path | None, host: str | None, port: int | None, level: str, workers: int
+) -> None:
+    """`serve --demo`: refuse the options it ignores, then run `serve_demo`."""
+    from foldwise.cli._serve_demo import DEMO_HOST, serve_demo
+
+    ignored = [
+        name
+        for name, given in (
+            ("--config", config_path is not None),
+            ("--host", host not in (None, DEMO_HOST)),
+            ("--workers", workers != 1),
+        )
+        if given
+    ]
+    if ignored:
+        drop = ", ".join(ignored)
+        fail(f"--demo runs its own configuration on {DEMO_HOST}; drop {drop}", code=EXIT_USAGE)
+    default_port = FoldwiseConfig().gateway.port
+    serve_demo(
+        port=default_port if port is None else port, log_level=level, log_config=_log_config(level)
+    )
+
+
 _ConfigOption = Annotated[
     Path | None,
     typer.Option(
@@ -153,6 +177,14 @@ _PortOption = Annotated[
 _LevelOption = Annotated[
     LogLevel, typer.Option("--log-level", case_sensitive=False, help="Server log level.")
 ]
+_DemoOption = Annotated[
+    bool,
+    typer.Option(
+        "--demo",
+        help="Serve a demo on a temporary database: the shipped sessions pre-loaded as threads "
+        "(replayed offline), memory facts, a scripted streaming model; 127.0.0.1, no API key.",
+    ),
+]
 _WorkersOption = Annotated[
     int,
     typer.Option(
@@ -169,13 +201,19 @@ def serve(
     port: _PortOption = None,
     log_level: _LevelOption = LogLevel.info,
     workers: _WorkersOption = 1,
+    demo: _DemoOption = False,
 ) -> None:
     """Serve foldwise agents over HTTP (LangGraph Server API plus `/compact`, `/transcript`).
 
     Binds 127.0.0.1:8420 unless the configuration or the options say otherwise. Stops cleanly
     on SIGINT / SIGTERM: in-flight runs get a grace period, then are interrupted without
-    corrupting their threads.
+    corrupting their threads. With `--demo`, nothing is read or written outside a temporary
+    directory and one line, `foldwise demo ready: <url>`, is printed once the demo threads
+    are loaded.
     """
+    if demo:
+        _serve_demo(config_path, host, port, log_level.value, workers)
+        return
     from foldwise.agent import create_agent
     from foldwise.gateway import create_app
 
