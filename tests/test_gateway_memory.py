@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -229,3 +230,49 @@ async def test_memory_routes_say_when_memory_is_off(tmp_path: Path) -> None:
             answer = await c.request(method, path, json={"query": "x"}, headers=ALICE)
             assert answer.status_code == 404, answer.text
             assert "memory.enabled" in answer.json()["detail"]
+
+
+async def test_a_run_wakes_the_gateways_memory_worker(tmp_path: Path, storage_url: str) -> None:
+    """Agents built by the gateway wake its worker when they queue a span (not its next poll)."""
+    from foldwise import create_agent
+    from foldwise.agent import find_memory
+    from foldwise.gateway import AgentRequest, HostedAgent
+
+    def factory(request: AgentRequest) -> HostedAgent:
+        graph = create_agent(
+            request.config,
+            model=ScriptedChatModel(default="ok"),
+            checkpointer=request.checkpointer,
+            memory_worker=False,  # as the gateway's default factory builds them
+        )
+        return HostedAgent(graph)
+
+    config = _config(tmp_path, storage_url)
+    memory = config.memory.model_copy(update={"debounce_seconds": 0.0})
+    config = config.model_copy(update={"memory": memory})
+    async with open_gateway(config, factory) as (c, app):
+        gateway = app.state.gateway
+        worker = gateway.agents.memory_worker
+        assert worker is not None
+        middleware = find_memory(gateway.agents.get().graph)
+        assert middleware is not None and middleware.pipeline is not None
+        assert middleware.pipeline.worker is worker
+        worker.poll_seconds = 30.0  # only a wake can apply the update within the wait below
+        thread = (await c.post("/threads", json={}, headers=ALICE)).json()["thread_id"]
+        run = await c.post(
+            f"/threads/{thread}/runs/wait",
+            json={
+                "assistant_id": "agent",
+                "input": {"messages": [{"type": "human", "content": "I live in Lisbon"}]},
+            },
+            headers=ALICE,
+        )
+        assert run.status_code == 200, run.text
+        texts: list[str] = []
+        for _ in range(100):
+            facts = (await c.get("/memory/facts", headers=ALICE)).json()["facts"]
+            texts = [f["text"] for f in facts]
+            if texts:
+                break
+            await asyncio.sleep(0.05)
+        assert texts == ["I live in Lisbon"]

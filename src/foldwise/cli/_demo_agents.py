@@ -29,11 +29,13 @@ from foldwise.replay.sessions import SESSION_NAMES, SESSION_TITLES, session_trac
 
 __all__ = [
     "DEMO_CHAT_MODEL",
+    "DEMO_HUMAN_TOKEN_LIMIT",
     "DEMO_TRIGGER_FRACTION",
     "DEMO_WINDOW",
     "DemoAgents",
     "ReplayedSession",
     "demo_config",
+    "playable",
 ]
 
 _M = TypeVar("_M", bound=BaseMessage)

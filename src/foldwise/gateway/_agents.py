@@ -19,9 +19,10 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from foldwise.agent import create_agent, find_summarization
+from foldwise.agent import create_agent, find_memory, find_summarization
 from foldwise.config import FoldwiseConfig
 from foldwise.gateway._errors import AssistantNotFoundError, RequestFieldError
+from foldwise.memory import MemoryWorker
 from foldwise.middleware import SummarizationMiddleware
 from foldwise.offload import ArtifactStore, artifact_store_from_config
 
@@ -138,6 +139,8 @@ class AgentRegistry:
         self._lock = threading.Lock()
         self.default_artifacts: ArtifactStore = artifact_store_from_config(config)
         self.loaded_at = datetime.now(UTC)
+        self.memory_worker: MemoryWorker | None = None
+        """This process's memory worker: agents built here wake it when they queue a span."""
         """When this worker loaded the configuration: the assistants' `created_at`."""
 
     @property
@@ -214,8 +217,16 @@ class AgentRegistry:
             )
         )
         hosted = built if isinstance(built, HostedAgent) else HostedAgent(built)
+        self._wake_on_enqueue(hosted)
         with self._lock:
             return self._agents.setdefault(key, hosted)
+
+    def _wake_on_enqueue(self, hosted: HostedAgent) -> None:
+        """Let the agent's memory queue wake this process's worker instead of its next poll."""
+        middleware = find_memory(hosted.graph)
+        pipeline = middleware.pipeline if middleware is not None else None
+        if self.memory_worker is not None and pipeline is not None and pipeline.worker is None:
+            pipeline.worker = self.memory_worker
 
     def artifact_stores(self) -> Sequence[ArtifactStore]:
         """Every distinct artifact store used by the built agents (and the configured one)."""

@@ -94,10 +94,14 @@ _MEMORY_DRAIN_SECONDS = 10.0
 """On shutdown the memory worker finishes or releases its batch within this."""
 
 
+_Memory = tuple[MemoryManager, MemoryOutbox, MemoryWorker]
+"""The memory manager, the write queue and this process's worker."""
+
+
 @asynccontextmanager
 async def _open_memory(
     config: FoldwiseConfig, checkpointer: BaseCheckpointSaver[Any]
-) -> AsyncIterator[tuple[MemoryManager, MemoryOutbox] | None]:
+) -> AsyncIterator[_Memory | None]:
     """With `memory.enabled`: the manager, the write queue and this process's worker.
 
     The manager serves `/memory/*`; the agents' runs and compactions fill the queue; the
@@ -115,7 +119,7 @@ async def _open_memory(
         await memory.asetup()
         await outbox.asetup()
         await worker.astart()
-        yield memory, outbox
+        yield memory, outbox, worker
     finally:
         await worker.astop(_MEMORY_DRAIN_SECONDS)
         await outbox.aclose()
@@ -125,9 +129,7 @@ async def _open_memory(
 @asynccontextmanager
 async def _databases(
     config: FoldwiseConfig,
-) -> AsyncIterator[
-    tuple[BaseCheckpointSaver[Any], BaseStore, tuple[MemoryManager, MemoryOutbox] | None]
-]:
+) -> AsyncIterator[tuple[BaseCheckpointSaver[Any], BaseStore, _Memory | None]]:
     """The checkpointer, the store and the memory manager, opened together, closed on exit."""
     async with (
         open_checkpointer(config.storage.url) as checkpointer,
@@ -172,6 +174,7 @@ def create_app(
         try:
             async with _databases(config) as (checkpointer, store, memory):
                 agents = AgentRegistry(config, checkpointer, agent_factory)
+                agents.memory_worker = memory[2] if memory else None
                 agents.get()  # fail at start-up on a broken model or tool configuration
                 leases = ThreadLeases(storage, ttl=lease_ttl_seconds)
                 new_buffer = partial(
