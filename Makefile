@@ -16,7 +16,7 @@ JS_STAMP := $(JS_DIR)/node_modules/.foldwise-installed
 BROWSER_DIR := tests/browser
 BROWSER_STAMP := $(BROWSER_DIR)/node_modules/.foldwise-installed
 
-.PHONY: demo test lint format typecheck pytest bench install install-js clean
+.PHONY: demo test lint format typecheck pytest bench install install-js clean screenshots
 
 $(STAMP): pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
@@ -55,6 +55,10 @@ test: lint typecheck pytest
 format: $(STAMP)
 	$(UV) run --frozen ruff format src tests bench
 	$(UV) run --frozen ruff check --fix src tests bench
+
+# Refresh the committed screenshots in docs/img (web page and agent-chat-ui) from the browser tests.
+screenshots: $(STAMP) $(BROWSER_STAMP)
+	FOLDWISE_WRITE_SCREENSHOTS=1 $(UV) run --frozen pytest -q -m browser tests/test_web_ui.py tests/test_agent_chat_ui.py
 
 bench: $(STAMP)
 	$(UV) run --frozen foldwise bench

@@ -160,7 +160,6 @@ def test_markup_in_messages_tools_artifacts_and_summaries_stays_text(
     page.close()
 
 
-@pytest.mark.xfail(strict=True, reason="review14 #6: '/compact keep=0' sends the default keep")
 def test_compact_keep_zero_is_refused_or_sent_as_zero(browser: Any, server: str) -> None:
     page, _, _ = _page(browser, server)
     bodies: list[Any] = []

@@ -7,7 +7,8 @@ offloads and memory; the live gateway has an API key, the OpenAI stub as its mod
 window, and one seeded thread of 2,000 messages whose first paint is measured. The tests of
 one server share one page and run in file order. Every page's console errors and uncaught
 exceptions are collected and must be none (a test names the HTTP statuses it provokes). Each
-view is saved at 1280x800 and at 390x844 as `docs/img/ui-<view>-<desktop|phone>.png`.
+view is saved at 1280x800 and at 390x844 as `ui-<view>-<desktop|phone>.png`: in `docs/img`
+with `make screenshots` (FOLDWISE_WRITE_SCREENSHOTS=1), else in `tests/browser/build/ui`.
 """
 
 from __future__ import annotations

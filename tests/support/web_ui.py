@@ -6,7 +6,8 @@ Playwright (never a downloaded browser): `foldwise serve --demo --port 0` (start
 gateway with API keys whose model is the OpenAI stub (`live_config` + `serve_config`), on a
 SQLite file that `seed_long_thread` fills beforehand with a 2,000-message thread.
 `ConsoleWatch` collects a page's console errors and uncaught exceptions; `shoot` saves a
-screenshot as ``docs/img/ui-<view>-<size>.png``.
+screenshot as ``docs/img/ui-<view>-<size>.png`` with ``FOLDWISE_WRITE_SCREENSHOTS=1`` (`make
+screenshots`), else under the git-ignored ``tests/browser/build/ui/``.
 """
 
 from __future__ import annotations
@@ -70,7 +71,10 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = ROOT / "docs" / "img"
+WRITE_SCREENSHOTS = os.environ.get("FOLDWISE_WRITE_SCREENSHOTS") == "1"
+# `make screenshots` (FOLDWISE_WRITE_SCREENSHOTS=1) refreshes the committed ones in docs/img;
+# otherwise every run still renders each view but keeps the files out of the work tree.
+SHOTS = ROOT / "docs" / "img" if WRITE_SCREENSHOTS else ROOT / "tests" / "browser" / "build" / "ui"
 DESKTOP: ViewportSize = {"width": 1280, "height": 800}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 TIMEOUT_MS = 15_000
@@ -327,7 +331,7 @@ class ConsoleWatch:
 
 
 def shoot(page: Page, view: str, size: str) -> Path:
-    """Save ``docs/img/ui-<view>-<size>.png`` (overwritten each run) with the mouse parked."""
+    """Save ``ui-<view>-<size>.png`` in `SHOTS` (overwritten each run), the mouse parked."""
     page.mouse.move(0, 0)
     SHOTS.mkdir(parents=True, exist_ok=True)
     path = SHOTS / f"ui-{view}-{size}.png"

@@ -107,6 +107,10 @@ async def replay_session(client: httpx.AsyncClient, session: ReplayedSession) ->
                 f"demo preload: turn {index + 1} of {session.name} left "
                 f"{session.model.pending} recorded answer(s) unplayed"
             )
+    # New messages go to the scripted `agent`: the replay model has played its script, and
+    # clients (the web page, agent-chat-ui) send the thread's last assistant.
+    body = {"metadata": {"assistant_id": "agent", "graph_id": "agent"}}
+    _checked(await client.patch(f"/threads/{thread_id}", json=body), "PATCH /threads/{id}")
     logger.info("demo: %s replayed in %.2f s", session.name, time.perf_counter() - started)
     return thread_id
 

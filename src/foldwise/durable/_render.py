@@ -41,6 +41,7 @@ __all__ = [
     "inject_durable_context",
     "inject_recall",
     "is_durable_data_message",
+    "place_recall",
     "render_section",
     "render_summary_section",
     "summary_for_context",
@@ -180,6 +181,22 @@ def inject_durable_context(
             text = f"{system_message.text}\n\n{AUTHORITY_CONTRACT}"
         return [*head, data, *rest], SystemMessage(content=text)
     return [*head, SystemMessage(content=AUTHORITY_CONTRACT), data, *rest], system_message
+
+
+def place_recall(sections: Sequence[str], memory_context: object) -> tuple[list[str], str]:
+    """The data-block sections and the recall text of a request, from `memory_context`.
+
+    Recall goes in its own message after the latest user message (`inject_recall`), except
+    when nothing else has a section: then it is the data block's only section, so the
+    authority contract still precedes it. Returns `(sections, recall)`; `recall` is `""`
+    when it went into the sections or there is none.
+    """
+    recall = ""
+    if isinstance(memory_context, dict):
+        recall = str(memory_context.get("recall") or "")
+    if not sections and recall:
+        return [render_section("memory_recall", recall)], ""
+    return list(sections), recall
 
 
 def inject_recall(messages: Sequence[BaseMessage], text: str) -> list[BaseMessage]:

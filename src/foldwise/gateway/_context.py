@@ -13,8 +13,9 @@ event loop.
 
 `durable` gives the exact texts the model receives for the current state, rendered by
 `foldwise.durable` with the agent's own channels: the authority contract (a system part) and
-the escaped data message, with the channels that have a section. Memory recalled for one
-request is not part of the state, so it is not shown (the memory profile channel is).
+the escaped data message, with the channels that have a section, and `recall`: the escaped
+data message of long-term memory recalled for the latest user message (state
+`memory_context.recall`), which the model receives right after that message.
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from foldwise.compaction import CompactionPolicy, decide_compaction
 from foldwise.durable import (
     AUTHORITY_CONTRACT,
     BUILTIN_CHANNELS,
     inject_durable_context,
+    inject_recall,
     is_durable_data_message,
+    place_recall,
     render_sections,
 )
 from foldwise.gateway._agents import HostedAgent
@@ -46,11 +49,12 @@ router = APIRouter(tags=["context"])
 
 def _durable_sections(
     hosted: HostedAgent, values: Mapping[str, Any]
-) -> tuple[list[str], list[str], bool]:
-    """The channels with a section, the sections, and whether the contract is merged.
+) -> tuple[list[str], list[str], bool, str]:
+    """The channels with a section, the sections, whether the contract is merged, the recall.
 
     As the agent's `DurableContextMiddleware` renders them: its channels (built-in and the
-    application's), each through `render_sections`.
+    application's), each through `render_sections`, and memory recalled for the latest user
+    message placed by `place_recall` (its own message, or the block's only section).
     """
     middleware = hosted.summarization
     durable = middleware.durable if middleware is not None else None
@@ -62,7 +66,17 @@ def _durable_sections(
         if rendered:
             names.append(channel.key)
             sections += rendered
-    return names, sections, durable.merge_contract if durable is not None else False
+    placed, recall = place_recall(sections, values.get("memory_context"))
+    if len(placed) > len(sections):
+        names.append("memory_recall")
+    merged = durable.merge_contract if durable is not None else False
+    return names, placed, merged, recall
+
+
+def _recall_message(recall: str) -> BaseMessage | None:
+    """The recall data message the model receives after the latest user message, if any."""
+    placed = inject_recall([HumanMessage("")], recall)
+    return placed[-1] if len(placed) > 1 else None
 
 
 def durable_texts(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -71,13 +85,21 @@ def durable_texts(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, A
     Rendered with `inject_durable_context` as the agent renders it. With `merge_contract` the
     contract is the part appended to the system message.
     """
-    names, sections, merged = _durable_sections(hosted, values)
+    names, sections, merged, recall = _durable_sections(hosted, values)
     block, system = inject_durable_context([], sections, merge_contract=merged)
     data = next((str(m.content) for m in block if is_durable_data_message(m)), None)
     contract = next((str(m.content) for m in block if isinstance(m, SystemMessage)), None)
     if merged and system is not None:
         contract = AUTHORITY_CONTRACT
-    return {"contract": contract, "data": data, "sections": names}
+    recalled = _recall_message(recall) if sections else None
+    if recalled is not None:
+        names.append("memory_recall")
+    return {
+        "contract": contract,
+        "data": data,
+        "recall": str(recalled.content) if recalled is not None else None,
+        "sections": names,
+    }
 
 
 def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,9 +118,12 @@ def context_report(hosted: HostedAgent, values: Mapping[str, Any]) -> dict[str, 
         counter.count_message(SystemMessage(hosted.system_prompt)) if hosted.system_prompt else 0
     )
     tools = counter.count_tools(hosted.bound_tools())
-    _names, sections, _merged = _durable_sections(hosted, values)
+    _names, sections, _merged, recall = _durable_sections(hosted, values)
     block, _system = inject_durable_context([], sections)
+    recalled = _recall_message(recall) if sections else None
     durable = sum(counter.count_message(m) for m in block)
+    if recalled is not None:
+        durable += counter.count_message(recalled)
     summary_tokens = counter.count_text(summary) if summary else 0
     message_tokens = counter.count_messages(messages, anchor=False)
     static = system + tools + durable

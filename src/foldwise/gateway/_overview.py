@@ -47,6 +47,8 @@ class ThreadOverviewRequest(BaseModel):
     """Threads to skip."""
     query: str | None = Field(default=None, max_length=200)
     """Keep threads whose id, title or a metadata value contains this (any case)."""
+    thread_id: str | None = Field(default=None, min_length=1, max_length=256)
+    """Only this thread (exact id): the row a page showing one thread keeps fresh."""
 
 
 async def _status(gateway: Gateway, record: ThreadRecord) -> str:
@@ -111,8 +113,13 @@ async def thread_overview(
     """
     body = body or ThreadOverviewRequest()
     check_values(body.query, "query")
+    check_values(body.thread_id, "thread_id")
     page = await gateway.storage.thread_activity(
-        owner=identity, query=body.query or None, limit=body.limit + 1, offset=body.offset
+        owner=identity,
+        query=body.query or None,
+        thread_id=body.thread_id,
+        limit=body.limit + 1,
+        offset=body.offset,
     )
     shown = page[: body.limit]
     threads = await asyncio.gather(*(_overview(gateway, a) for a in shown))

@@ -22,7 +22,7 @@ from foldwise.durable._delegations import (
     changed_delegations,
     extract_delegations,
 )
-from foldwise.durable._render import inject_durable_context, inject_recall, render_section
+from foldwise.durable._render import inject_durable_context, inject_recall, place_recall
 from foldwise.durable._skills import SKILL_METADATA_KEY, extract_skills, skill_metadata
 from foldwise.state import FoldwiseState
 
@@ -248,10 +248,7 @@ class DurableContextMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         key = resolve_thread_id(request.runtime)
         sections = self._sections(state, key) if isinstance(state, dict) else []
         memory = state.get("memory_context") if isinstance(state, dict) else None
-        recall = str(memory.get("recall") or "") if isinstance(memory, dict) else ""
-        if not sections and recall:  # recall alone still needs the contract before it
-            sections = [render_section("memory_recall", recall)]
-            recall = ""
+        sections, recall = place_recall(sections, memory)
         if not sections:
             return request
         messages, system = inject_durable_context(

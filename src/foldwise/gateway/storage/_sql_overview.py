@@ -124,6 +124,7 @@ class SqlOverviewMixin(SqlEventsMixin):
         *,
         owner: str,
         query: str | None = None,
+        thread_id: str | None = None,
         limit: int = 50,
         offset: int = 0,
     ) -> list[ThreadActivity]:
@@ -133,6 +134,7 @@ class SqlOverviewMixin(SqlEventsMixin):
             owner: The identity whose threads are listed.
             query: Keep threads whose id, title or a top-level metadata value contains it,
                 ignoring case (LIKE wildcards in it are matched literally).
+            thread_id: Only this thread (exact id).
             limit: Page size (1..1000).
             offset: Threads to skip.
         """
@@ -144,6 +146,9 @@ class SqlOverviewMixin(SqlEventsMixin):
         d = self._dialect
         conditions = ["t.owner = ?"]
         params: list[Any] = [owner]
+        if thread_id is not None:
+            conditions.append("t.thread_id = ?")
+            params.append(thread_id)
         if query:
             like = "{lower}(%s) LIKE ? ESCAPE '\\'"
             conditions.append(

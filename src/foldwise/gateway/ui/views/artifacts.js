@@ -105,7 +105,7 @@ export class Artifacts {
     this.prev = h("button", { type: "button", testid: "artifact-prev", onclick: () => this.page(this.current.offset - ROWS) }, "← Previous");
     this.next = h("button", { type: "button", testid: "artifact-next", onclick: () => this.page(this.current.nextOffset) }, "Next →");
     this.rows = h("div", { class: "rows", testid: "artifact-rows", tabindex: "0", "aria-label": "Rows" });
-    this.searchInput = h("input", { type: "search", testid: "artifact-search-input", placeholder: "Find text in this artifact", "aria-label": "Search this artifact" });
+    this.searchInput = h("input", { type: "search", testid: "artifact-search-input", placeholder: "Find text", "aria-label": "Search this artifact" });
     this.regex = h("input", { type: "checkbox", id: "artifact-regex" });
     this.results = h("ol", { class: "matches", testid: "artifact-search-results", "aria-label": "Matches" });
     this.searchNote = h("p", { class: "muted small" });

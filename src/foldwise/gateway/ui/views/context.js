@@ -190,9 +190,18 @@ export class ContextPanel {
         "div",
         { class: "card" },
         h("h2", {}, "Durable block"),
-        h("p", { class: "muted small" }, "The data message the model receives with every call, exactly as rendered: summary, delegations, skills, artifacts. Memory recalled per request is not part of the thread state, so it is not shown here."),
+        h("p", { class: "muted small" }, "The data message the model receives with every call, exactly as rendered: summary, delegations, skills, artifacts, the memory profile."),
         h("pre", { class: "block", testid: "durable-text" }, durable && durable.data ? durable.data : ""),
         durable && durable.data ? null : h("p", { class: "muted" }, durable ? "Empty: nothing durable to carry yet." : "This gateway does not report the durable block text."),
+        durable && durable.recall
+          ? h(
+              "div",
+              { testid: "durable-recall" },
+              h("h3", {}, "Recalled memory"),
+              h("p", { class: "muted small" }, "Facts recalled for the latest user message, in their own data message right after it."),
+              h("pre", { class: "block" }, durable.recall),
+            )
+          : null,
         durable && durable.contract
           ? h("details", { class: "contract" }, h("summary", {}, "Authority contract (system part)"), h("pre", { class: "block" }, durable.contract))
           : null,

@@ -114,13 +114,14 @@ export class Conversation {
     if (!text || this.running) return;
     if (text.startsWith("/compact")) {
       const match = COMPACT.exec(text);
-      if (!match) {
-        this.showNotice("Usage: /compact, or /compact keep=N to keep the last N messages verbatim.");
+      const keep = match && match[1] !== undefined ? Number(match[1]) : null;
+      if (!match || (keep !== null && keep < 1)) {
+        this.showNotice("Usage: /compact, or /compact keep=N to keep the last N (1 or more) messages verbatim.");
         return;
       }
       this.input.value = "";
       this.grow();
-      await this.compact(match[1] ? Number(match[1]) : null);
+      await this.compact(keep);
       return;
     }
     this.input.value = "";
@@ -143,7 +144,7 @@ export class Conversation {
     this.clearNotice();
     this.setRunning(true);
     try {
-      const body = keep ? { keep: { type: "messages", value: keep } } : {};
+      const body = keep === null ? {} : { keep: { type: "messages", value: keep } };
       const result = await api(threadPath(this.threadId, "/compact"), { method: "POST", body });
       if (result.compacted) {
         toast(

@@ -98,7 +98,7 @@ export class MemoryView {
     this.el = h(
       "section",
       { class: "memory", "aria-label": "Memory" },
-      h("div", { class: "pane-head" }, h("a", { class: "back-link phone-only", href: "#/" }, "← Threads"), h("h1", { class: "pane-title" }, "Memory")),
+      h("div", { class: "pane-head" }, h("a", { class: "back-link phone-only", href: "#/", testid: "nav-back" }, "← Threads"), h("h1", { class: "pane-title" }, "Memory")),
       this.disabled,
       this.body,
     );

@@ -57,7 +57,7 @@ export class ThreadPane {
       h(
         "div",
         { class: "pane-head" },
-        h("a", { class: "back-link phone-only", href: "#/" }, "← Threads"),
+        h("a", { class: "back-link phone-only", href: "#/", testid: "nav-back" }, "← Threads"),
         h("div", { class: "heading-row" }, this.title, this.status),
         h("nav", { class: "tabs", "aria-label": "Thread views" }, this.tabs),
       ),
@@ -108,7 +108,7 @@ export class ThreadPane {
     try {
       let record = null;
       try {
-        const page = await api("/threads/overview", { method: "POST", body: { limit: 5, query: this.threadId } });
+        const page = await api("/threads/overview", { method: "POST", body: { limit: 1, thread_id: this.threadId } });
         record = page.threads.find((t) => t.thread_id === this.threadId) || null;
       } catch (error) {
         if (error.status !== 404 && error.status !== 405) throw error;

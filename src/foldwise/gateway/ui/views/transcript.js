@@ -313,9 +313,12 @@ export class Transcript {
   loadOlder() {
     return this.guarded(async () => {
       if (!this.hasOlder || !this.entries.length) return;
-      const data = await this.fetch({ before_seq: this.entries[0].seq, limit: PAGE });
-      const height = this.el.scrollHeight;
-      const top = this.el.scrollTop;
+      const first = this.entries[0].seq;
+      const data = await this.fetch({ before_seq: first, limit: PAGE });
+      // Keep the reader's place by the entry that was first: dropping a page at the bottom
+      // while adding one at the top leaves the height unchanged, so the height cannot tell.
+      const anchor = this.list.firstElementChild;
+      const before = anchor ? anchor.getBoundingClientRect().top : 0;
       let entries = data.entries.concat(this.entries);
       this.hasOlder = Boolean(data.has_more);
       if (entries.length > MAX_ENTRIES) {
@@ -323,7 +326,8 @@ export class Transcript {
         this.hasNewer = true;
       }
       this.render(entries);
-      this.el.scrollTop = top + (this.el.scrollHeight - height);
+      const again = [...this.list.children].find((n) => n.dataset.seq === String(first));
+      if (again) this.el.scrollTop += again.getBoundingClientRect().top - before;
     });
   }
 
