@@ -124,6 +124,8 @@ class AgentRegistry:
         config: The gateway configuration.
         checkpointer: Shared by every agent.
         factory: Builds agents (default: `default_agent_factory`).
+        memory_worker: This process's memory worker: the agents built here wake it when they
+            queue a span for memory, instead of leaving it to the worker's next poll.
     """
 
     def __init__(
@@ -131,6 +133,8 @@ class AgentRegistry:
         config: FoldwiseConfig,
         checkpointer: BaseCheckpointSaver[Any],
         factory: AgentFactory | None = None,
+        *,
+        memory_worker: MemoryWorker | None = None,
     ) -> None:
         self.config = config
         self.checkpointer = checkpointer
@@ -139,8 +143,7 @@ class AgentRegistry:
         self._lock = threading.Lock()
         self.default_artifacts: ArtifactStore = artifact_store_from_config(config)
         self.loaded_at = datetime.now(UTC)
-        self.memory_worker: MemoryWorker | None = None
-        """This process's memory worker: agents built here wake it when they queue a span."""
+        self.memory_worker = memory_worker
         """When this worker loaded the configuration: the assistants' `created_at`."""
 
     @property

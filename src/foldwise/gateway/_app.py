@@ -158,8 +158,7 @@ def create_app(
             graph must use the request's checkpointer.
         lease_ttl_seconds: How long a thread lease lasts without renewal (renewed every third).
         shutdown_grace_seconds: How long runs may finish on shutdown before being cancelled.
-        stream_buffer_events: Frames an SSE client may fall behind by before its stream is
-            ended with an `error` event (the run goes on).
+        stream_buffer_events: Frames an SSE client may lag by before its stream ends (error).
         stream_buffer_bytes: Bytes of frames an SSE client may fall behind by, likewise.
         queue_poll_seconds: How often the run queue is read for runs other workers queued.
 
@@ -173,8 +172,8 @@ def create_app(
         await storage.setup()
         try:
             async with _databases(config) as (checkpointer, store, memory):
-                agents = AgentRegistry(config, checkpointer, agent_factory)
-                agents.memory_worker = memory[2] if memory else None
+                manager, outbox, worker = memory or (None, None, None)
+                agents = AgentRegistry(config, checkpointer, agent_factory, memory_worker=worker)
                 agents.get()  # fail at start-up on a broken model or tool configuration
                 leases = ThreadLeases(storage, ttl=lease_ttl_seconds)
                 new_buffer = partial(
@@ -192,8 +191,8 @@ def create_app(
                     runs,
                     queue,
                     store=store,
-                    memory=memory[0] if memory else None,
-                    memory_queue=memory[1] if memory else None,
+                    memory=manager,
+                    memory_queue=outbox,
                 )
                 logger.info(
                     "foldwise gateway ready (storage: %s, assistants: %s)",

@@ -10,6 +10,7 @@ the receipt is stored only after that write committed.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -17,7 +18,7 @@ from fastapi import APIRouter, Response
 from foldwise._manual import acompact_thread_outcome
 from foldwise.compaction import CompactionOutcome
 from foldwise.errors import CompactionDisabledError, ThreadBusyError, ThreadNotFoundError
-from foldwise.gateway._deps import GatewayDep, IdentityDep, ThreadIdDep, require_thread
+from foldwise.gateway._deps import Gateway, GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._schemas import CompactRequest
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway.storage import RunStatus
@@ -66,6 +67,20 @@ def _response(
     }
 
 
+def _still_held(
+    gateway: Gateway, thread_id: str, operation_id: str
+) -> Callable[[], Awaitable[None]]:
+    """A check run before the write: fail fast if the lease went while the summary ran."""
+
+    async def still_held() -> None:
+        # The checkpoint write is fenced too; this only avoids a doomed write.
+        ttl = gateway.runs.leases.ttl
+        if not await gateway.storage.renew_thread_lock(thread_id, operation_id, ttl):
+            raise ThreadBusyError(thread_id, "another operation")
+
+    return still_held
+
+
 _OptionalBody = CompactRequest | None
 
 
@@ -109,22 +124,13 @@ async def compact_thread(
         outcome: CompactionOutcome | None = None
         receipt: dict[str, Any] | None = None
         try:
-
-            async def still_ours() -> None:
-                # Fail fast if the lease went while the summary ran (the write is fenced too).
-                renewed = await storage.renew_thread_lock(
-                    thread_id, operation_id, gateway.runs.leases.ttl
-                )
-                if not renewed:
-                    raise ThreadBusyError(thread_id, "another operation")
-
             work = acompact_thread_outcome(
                 hosted.graph,
                 config,  # type: ignore[arg-type]
                 force=body.force,
                 keep=body.keep,
                 model_name=body.model_name,
-                before_write=still_ours,
+                before_write=_still_held(gateway, thread_id, operation_id),
             )
             try:
                 outcome = await gateway.runs.guarded(thread_id, operation_id, work)
