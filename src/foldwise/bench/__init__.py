@@ -9,6 +9,7 @@ long-term memory end to end.
 from foldwise.bench._memory_bench import MemoryBenchReport, run_memory_benchmark
 from foldwise.bench._offload_ab import OffloadABResult, run_offload_ab
 from foldwise.bench._offload_session import run_offload_benchmark
+from foldwise.bench._reliability import ReliabilityReport, run_reliability, write_report
 from foldwise.bench._suite import BenchSuiteResult, run_bench_suite
 from foldwise.bench._tokens import AccuracyRow, SpeedRow, TokenBenchResult, run_token_benchmark
 
@@ -17,11 +18,14 @@ __all__ = [
     "BenchSuiteResult",
     "MemoryBenchReport",
     "OffloadABResult",
+    "ReliabilityReport",
     "SpeedRow",
     "TokenBenchResult",
     "run_bench_suite",
     "run_memory_benchmark",
     "run_offload_ab",
     "run_offload_benchmark",
+    "run_reliability",
     "run_token_benchmark",
+    "write_report",
 ]

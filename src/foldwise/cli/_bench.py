@@ -152,6 +152,55 @@ def memory(
         raise typer.Exit(1)
 
 
+@bench_app.command("reliability")
+def reliability(
+    short: Annotated[
+        bool, typer.Option("--short", help="The short form `make test` runs (about a minute).")
+    ] = False,
+    area: Annotated[
+        list[str] | None,
+        typer.Option("--area", help="Run only this area (repeatable): crash, faults, load, ..."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of every random choice.")] = 0,
+    postgres: Annotated[
+        str | None,
+        typer.Option(
+            "--postgres",
+            help="PostgreSQL URL for the areas that use one (default: $FOLDWISE_TEST_POSTGRES; "
+            "without one they are skipped and say so).",
+        ),
+    ] = None,
+    write: Annotated[
+        Path | None,
+        typer.Option(
+            "--write", help="Write the table into this Markdown file (docs/reliability.md)."
+        ),
+    ] = None,
+    as_json: _JsonOption = False,
+    out: _OutOption = None,
+) -> None:
+    """Crash points, faults, load, fuzzing, injection and isolation; exits 1 on a violation."""
+    import os
+
+    from foldwise.bench import run_reliability, write_report
+
+    with fail_on_errors():
+        try:
+            report = run_reliability(
+                area or None,
+                full=not short,
+                seed=seed,
+                postgres_url=postgres or os.environ.get("FOLDWISE_TEST_POSTGRES"),
+            )
+        except ValueError as error:
+            fail(str(error))
+        if write is not None:
+            write_report(write, report)
+    _print_report(report, as_json=as_json, out=out)
+    if not report.passed:
+        raise typer.Exit(1)
+
+
 @bench_app.callback(invoke_without_command=True)
 def _all(ctx: typer.Context) -> None:
     """Run foldwise's benchmarks; without a command, the whole suite (full size, Markdown)."""
