@@ -35,7 +35,7 @@ async def main():
                     f"/threads/t/artifacts/{art}/search",
                     params={"pattern": "(.|.)*!", "regex": "true"},
                 )
-                return r.json().get("stopped_reason"), time.perf_counter() - t
+                return r.json().get("stopped_reason"), time.perf_counter() - t, r.status_code
 
             for n in (6, 24):
                 tasks = [asyncio.create_task(evil()) for _ in range(n)]
@@ -43,9 +43,10 @@ async def main():
                 lat = await page()
                 res = await asyncio.gather(*tasks)
                 slowest = max(r[1] for r in res)
+                statuses = {s: sum(r[2] == s for r in res) for s in sorted({r[2] for r in res})}
                 print(
                     f"{n} concurrent regex searches: page read took {lat * 1000:.0f} ms; "
-                    f"searches {res[0][0]!r}, slowest {slowest:.1f} s"
+                    f"searches {res[0][0]!r}, slowest {slowest:.1f} s, statuses {statuses}"
                 )
 
 

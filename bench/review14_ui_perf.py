@@ -1,4 +1,6 @@
-"""Review 14: time the page's heavy reads (run by hand: `python bench/review14_ui_perf.py [pg]`).
+"""Review 14: time the page's heavy reads.
+
+Run by hand: `PYTHONPATH=. python bench/review14_ui_perf.py [pg]`.
 
 Builds THREADS threads, each with a checkpoint of MESSAGES messages (written through the
 agent's `aupdate_state`) and the same messages in its transcript, then times

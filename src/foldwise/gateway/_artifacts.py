@@ -3,22 +3,38 @@
 `GET /threads/{id}/artifacts` lists them (newest first) with where each was created in the
 transcript; `GET /threads/{id}/artifacts/{artifact_id}` pages one through the same rows the
 model's `read_offloaded` returns; `.../search` searches it as `search_offloaded` does (a regex
-runs in a killable worker process with a time budget). The store is the thread's agent's
-(`HostedAgent.artifact_store`, else the configured one), always called through its async
-methods: the filesystem store runs its blocking I/O in a worker thread, a LangGraph store is
-awaited. Bad input is a 422 naming `artifact_id` or `pattern` (checked by the tools' own
-`validate_artifact_id` and `check_pattern`), and an id the thread does not hold is 404.
+runs in a killable worker process with a time budget). Each regex search holds a worker thread
+and a child process for up to its budget, so the route runs at most `MAX_REGEX_SEARCHES` of
+them at once per process; a request that finds no slot free within `REGEX_SLOT_WAIT_SECONDS`
+is answered 429 with `Retry-After` (plain substring searches are not limited). The model's own
+`search_offloaded` calls do not pass through this route and are not limited by it.
+
+The store is the thread's agent's (`HostedAgent.artifact_store`, else the configured one),
+always called through its async methods: the filesystem store runs its blocking I/O in a
+worker thread, a LangGraph store is awaited. Bad input is a 422 naming `artifact_id` or
+`pattern` (checked by the tools' own `validate_artifact_id` and `check_pattern`), and an id
+the thread does not hold is 404.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 
 from foldwise.errors import ArtifactIdError
-from foldwise.gateway._deps import Gateway, GatewayDep, IdentityDep, ThreadIdDep, require_thread
-from foldwise.gateway._errors import RequestFieldError
+from foldwise.gateway._deps import (
+    MAX_REGEX_SEARCHES,
+    Gateway,
+    GatewayDep,
+    IdentityDep,
+    ThreadIdDep,
+    require_thread,
+)
+from foldwise.gateway._errors import RequestFieldError, SearchesBusyError
 from foldwise.gateway._schemas import MAX_OFFSET
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway.storage import ThreadRecord, TranscriptLocation
@@ -30,7 +46,13 @@ from foldwise.offload import (
     validate_artifact_id,
 )
 
-__all__ = ["MAX_ARTIFACT_ROWS", "MAX_SEARCH_MATCHES", "artifact_store_for", "router"]
+__all__ = [
+    "MAX_ARTIFACT_ROWS",
+    "MAX_SEARCH_MATCHES",
+    "REGEX_SLOT_WAIT_SECONDS",
+    "artifact_store_for",
+    "router",
+]
 
 router = APIRouter(tags=["artifacts"])
 
@@ -38,6 +60,8 @@ MAX_ARTIFACT_ROWS = 500
 """Largest `limit` of one artifact page."""
 MAX_SEARCH_MATCHES = 200
 """Largest `max_matches` of one search (the store's own bound)."""
+REGEX_SLOT_WAIT_SECONDS = 0.25
+"""How long a regex search waits for a free slot before the route answers 429."""
 
 ArtifactIdPath = Annotated[str, Path(min_length=1, max_length=64, description="art_ + 24 hex")]
 OffsetRows = Annotated[int, Query(ge=0, le=MAX_OFFSET)]
@@ -65,6 +89,27 @@ def _checked_pattern(pattern: str, *, regex: bool) -> None:
         check_pattern(pattern, regex=regex)
     except ValueError as error:
         raise RequestFieldError("pattern", str(error)) from None
+
+
+@asynccontextmanager
+async def _search_slot(gateway: Gateway, *, regex: bool) -> AsyncIterator[None]:
+    """Hold one of the gateway's regex search slots (none needed for a plain search).
+
+    Raises:
+        SearchesBusyError: No slot came free within `REGEX_SLOT_WAIT_SECONDS` (429).
+    """
+    if not regex:
+        yield
+        return
+    slots = gateway.regex_searches
+    try:
+        await asyncio.wait_for(slots.acquire(), REGEX_SLOT_WAIT_SECONDS)
+    except TimeoutError:
+        raise SearchesBusyError(MAX_REGEX_SEARCHES) from None
+    try:
+        yield
+    finally:
+        slots.release()
 
 
 def _origin(ref: ArtifactRef, found: list[TranscriptLocation]) -> dict[str, Any]:
@@ -136,13 +181,17 @@ async def search_artifact(
     regex: bool = False,
     max_matches: MaxMatches = 50,
 ) -> Response:
-    """Rows matching `pattern` (a substring, or a Python regex with `regex=true`)."""
+    """Rows matching `pattern` (a substring, or a Python regex with `regex=true`).
+
+    A regex search waits briefly for one of `MAX_REGEX_SEARCHES` slots, else answers 429.
+    """
     checked = _checked_id(artifact_id)
     record = await require_thread(gateway, thread_id, identity)
     _checked_pattern(pattern, regex=regex)
-    result = await artifact_store_for(gateway, record).asearch(
-        thread_id, checked, pattern, regex=regex, max_matches=max_matches
-    )
+    async with _search_slot(gateway, regex=regex):
+        result = await artifact_store_for(gateway, record).asearch(
+            thread_id, checked, pattern, regex=regex, max_matches=max_matches
+        )
     return JSONResponse(
         {
             "ref": result.ref.to_dict(),

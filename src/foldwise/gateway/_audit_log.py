@@ -7,17 +7,19 @@ order, with a `compaction` entry where each compaction happened. Hidden framewor
 never recorded. Pages go forward (pass the last `seq` you saw as `after_seq`) or backward
 (pass the first `seq` you hold as `before_seq`: the newest page first). Each message entry says
 whether the model still sees it verbatim (`in_context`: its id is in the thread's current
-checkpoint, read once per request).
+checkpoint, whose message ids are cached by checkpoint id, so paging does not reload it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections import OrderedDict
+from collections.abc import Collection, MutableMapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from foldwise.gateway._checkpoint_head import read_head
 from foldwise.gateway._deps import GatewayDep, IdentityDep, ThreadIdDep, require_thread
 from foldwise.gateway._messages import message_from_record
 from foldwise.gateway._schemas import MAX_OFFSET, AfterSeqQuery, OffsetQuery, PageQuery
@@ -32,14 +34,42 @@ BeforeSeqQuery = Annotated[int | None, Query(ge=1, le=MAX_OFFSET)]
 """`?before_seq=`: the first transcript `seq` held, 1..2^63-1 (a page backwards)."""
 
 
-async def context_message_ids(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> set[str]:
-    """Ids of the messages in the thread's current checkpoint (what the model still sees)."""
-    config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+async def context_message_ids(
+    checkpointer: BaseCheckpointSaver[Any],
+    thread_id: str,
+    *,
+    cache: MutableMapping[tuple[str, str], frozenset[str]] | None = None,
+) -> frozenset[str]:
+    """Ids of the messages in the thread's head checkpoint (what the model still sees).
+
+    The head's id is read cheaply (`read_head`); the checkpoint itself is loaded only when
+    `cache` has no entry for `(thread_id, head id)`. A checkpoint never changes once written
+    and every change to a thread (a run, a state update, a compaction, an undo) writes a new
+    one with a new id, so a cached entry is never stale.
+    """
+    head = await read_head(checkpointer, thread_id)
+    if head is None:
+        return frozenset()
+    key = (thread_id, head.checkpoint_id)
+    if cache is not None and (found := cache.get(key)) is not None:
+        if isinstance(cache, OrderedDict):
+            cache.move_to_end(key)
+        return found
+    config: Any = {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": "",
+            "checkpoint_id": head.checkpoint_id,
+        }
+    }
     saved = await checkpointer.aget_tuple(config)
-    if saved is None:
-        return set()
+    if saved is None:  # deleted since the head was read
+        return frozenset()
     messages = (saved.checkpoint.get("channel_values") or {}).get("messages") or []
-    return {str(m.id) for m in messages if getattr(m, "id", None) is not None}
+    ids = frozenset(str(m.id) for m in messages if getattr(m, "id", None) is not None)
+    if cache is not None:
+        cache[key] = ids
+    return ids
 
 
 def _entry_json(entry: TranscriptEntry, in_context: Collection[str]) -> dict[str, Any]:
@@ -99,7 +129,9 @@ async def get_transcript(
                 thread_id, after_seq=after_seq, before_seq=entries[0].seq, limit=1
             )
         )
-    in_context = await context_message_ids(gateway.checkpointer, thread_id)
+    in_context = await context_message_ids(
+        gateway.checkpointer, thread_id, cache=gateway.context_ids
+    )
     return JSONResponse(
         {
             "thread_id": thread_id,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 
+from foldwise._lru import LRUDict
 from foldwise.config import FoldwiseConfig
 from foldwise.errors import ThreadNotFoundError
 from foldwise.gateway._agents import AgentRegistry, HostedAgent
@@ -21,6 +23,8 @@ from foldwise.gateway.storage import GatewayStorage, ThreadRecord, validate_thre
 from foldwise.memory import MemoryManager, MemoryOutbox
 
 __all__ = [
+    "CONTEXT_IDS_CACHED",
+    "MAX_REGEX_SEARCHES",
     "Gateway",
     "GatewayDep",
     "IdentityDep",
@@ -29,6 +33,12 @@ __all__ = [
     "state_json",
     "thread_json",
 ]
+
+
+CONTEXT_IDS_CACHED = 32
+"""Head checkpoints whose message ids the transcript keeps (`Gateway.context_ids`)."""
+MAX_REGEX_SEARCHES = 2
+"""Regex artifact searches the HTTP route runs at once (`Gateway.regex_searches`)."""
 
 
 @dataclass
@@ -48,6 +58,14 @@ class Gateway:
     """Long-term memory behind `/memory/*`; `None` unless `memory.enabled`."""
     memory_queue: MemoryOutbox | None = None
     """The memory write queue (`GET /memory/queue`); `None` unless `memory.enabled`."""
+    context_ids: LRUDict[tuple[str, str], frozenset[str]] = field(
+        default_factory=lambda: LRUDict(CONTEXT_IDS_CACHED)
+    )
+    """Message ids in a thread's checkpoint, by `(thread_id, checkpoint_id)` (immutable)."""
+    regex_searches: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(MAX_REGEX_SEARCHES)
+    )
+    """Slots for regex artifact searches from HTTP (each holds a worker up to its budget)."""
 
     def agent_for(
         self,

@@ -19,6 +19,7 @@ FoldwiseError
     ├── ThreadBusyError              409, with Retry-After when known
     │   └── BusyError                (this module) carries the Retry-After hint
     ├── LeaseLostError               409 (this module): another worker took the thread
+    ├── SearchesBusyError            429 (this module): every regex search slot is taken
     ├── GatewayClosingError          503 (this module): shutting down, no new work
     ├── RunInterruptedError          503 (this module): the run was cancelled
     ├── RunFailedError               500 (this module): the agent raised
@@ -73,6 +74,7 @@ __all__ = [
     "RunFailedError",
     "RunInterruptedError",
     "RunNotFoundError",
+    "SearchesBusyError",
     "error_response",
     "install_error_handlers",
     "status_for",
@@ -137,6 +139,20 @@ class LeaseLostError(FoldwiseRuntimeError):
         super().__init__(f"thread {thread_id!r}: {lost}; the operation was stopped")
 
 
+class SearchesBusyError(FoldwiseRuntimeError):
+    """Every slot for regex artifact searches stayed taken; retry after `retry_after` s."""
+
+    retry_after = 2
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"too many regex searches at once: this gateway runs at most {limit} regex "
+            "artifact searches at a time (each may take its whole time budget); retry shortly, "
+            "or search for a plain substring (regex=false), which is not limited"
+        )
+
+
 class GatewayClosingError(FoldwiseRuntimeError):
     """The gateway is shutting down and accepts no new runs or compactions."""
 
@@ -197,6 +213,7 @@ STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (ThreadExistsError, 409),
     (RunExistsError, 409),
     (RevisionConflictError, 409),
+    (SearchesBusyError, 429),
     (SummaryGenerationError, 502),
     (ModelConstructionError, 502),
     (StorageError, 503),

@@ -11,7 +11,6 @@ released.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response
@@ -20,6 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import InvalidUpdateError
 
 from foldwise.gateway._capture import TranscriptRecorder
+from foldwise.gateway._checkpoint_head import read_head
 from foldwise.gateway._deps import (
     Gateway,
     GatewayDep,
@@ -48,9 +48,6 @@ __all__ = ["listed_view", "pending_interrupts", "router", "thread_view"]
 logger = logging.getLogger(__name__)
 
 router = APIRouter(tags=["threads"])
-
-_INTERRUPT = "__interrupt__"
-"""The channel of LangGraph's pending interrupt writes (private in `langgraph._internal`)."""
 
 
 def _interrupts(snapshot: Any) -> dict[str, list[dict[str, Any]]]:
@@ -87,14 +84,9 @@ def thread_view(record: ThreadRecord, snapshot: Any, *, busy: bool) -> dict[str,
 async def pending_interrupts(
     checkpointer: BaseCheckpointSaver[Any], thread_id: str
 ) -> dict[str, list[dict[str, Any]]]:
-    """The interrupts pending at the thread's head, by task id, without building a snapshot."""
-    saved = await checkpointer.aget_tuple(_config(thread_id))  # type: ignore[arg-type]
-    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for task_id, channel, value in (saved.pending_writes if saved else None) or ():
-        if channel == _INTERRUPT:
-            items = list(value) if isinstance(value, list | tuple) else [value]
-            found[str(task_id)].extend(jsonable(items))
-    return dict(found)
+    """The interrupts pending at the thread's head, by task id, without loading its values."""
+    head = await read_head(checkpointer, thread_id)
+    return head.interrupts if head is not None else {}
 
 
 def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
