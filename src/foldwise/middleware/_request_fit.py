@@ -62,6 +62,9 @@ _NUMBERS: tuple[tuple[re.Pattern[str], int, int], ...] = tuple(
         # OpenAI / vLLM: "... However, your messages resulted in 9,731 tokens" / "your request
         # has 30000 input tokens"
         (rf"maximum context length is {_N}.*?(?:resulted in|has|requested) {_N}", 1, 2),
+        # OpenAI (current models): "Input tokens exceed the configured limit of 272000 tokens.
+        # Your messages resulted in 272500 tokens."
+        (rf"limit of {_N} tokens.*?(?:resulted in|has|requested) {_N}", 1, 2),
         # Gemini: "The input token count (1196265) exceeds the maximum number of tokens allowed
         # (1048575)"
         (rf"token count \({_N}\) exceeds the maximum number of tokens allowed \({_N}\)", 2, 1),
