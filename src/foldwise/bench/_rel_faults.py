@@ -104,9 +104,11 @@ FILE_SIZE_LIMIT = 256 * 1024
 """`RLIMIT_FSIZE` of the disk-full server: every artifact above it fails with EFBIG."""
 
 
-def _config(stub: OpenAIStub, storage: str, root: Path, *, fallback: bool) -> dict[str, object]:
+def _config(
+    stub: OpenAIStub, storage: str, root: Path, *, fallback: bool, model_timeout: float
+) -> dict[str, object]:
     return {
-        "models": model_entries(stub.url, timeout=MODEL_TIMEOUT),
+        "models": model_entries(stub.url, timeout=model_timeout),
         "tools": [{"use": "foldwise.bench._rel_faults_stack:fetch_report"}],
         "summarization": {
             "model_name": "summ",
@@ -122,7 +124,9 @@ def _config(stub: OpenAIStub, storage: str, root: Path, *, fallback: bool) -> di
 
 def _launch(stub: OpenAIStub, workdir: Path, name: str, storage: str, **options: Any) -> Served:
     fallback = bool(options.pop("fallback", True))
-    config = _config(stub, storage, workdir / name / "artifacts", fallback=fallback)
+    timeout = float(options.pop("model_timeout", MODEL_TIMEOUT))
+    root = workdir / name / "artifacts"
+    config = _config(stub, storage, root, fallback=fallback, model_timeout=timeout)
     return launch(config, workdir / name, name=name, **options)
 
 
@@ -267,7 +271,7 @@ def _postgres_row(options: AreaOptions, seeds: list[int]) -> AreaResult:
     runs: list[CaseRun] = []
     with (
         OpenAIStub(brain) as stub,
-        _clients(_launch(stub, options.workdir, "postgres", storage)) as (mk,),
+        _clients(_launch(stub, options.workdir, "postgres", storage, model_timeout=30.0)) as (mk,),
     ):
         for round_ in range(len(seeds)):
             runs += _guard(
