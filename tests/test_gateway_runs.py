@@ -422,7 +422,7 @@ async def test_a_failed_run_reports_the_error_and_frees_the_thread(tmp_path: Pat
             f"/threads/{thread}/runs/wait", json={"assistant_id": "agent", "input": user("x")}
         )
         assert r.status_code == 500
-        assert "failed: RuntimeError: provider exploded" in r.json()["detail"]
+        assert "failed in step 'model': RuntimeError: provider exploded" in r.json()["detail"]
         assert (await c.get(f"/threads/{thread}")).json()["status"] == "error"
         runs = (await c.get(f"/threads/{thread}/runs")).json()
         assert runs[0]["status"] == "error" and "provider exploded" in runs[0]["error"]
@@ -473,3 +473,15 @@ async def test_input_ids_must_be_new_to_the_thread(tmp_path: Path) -> None:
         assert await app.state.gateway.storage.get_thread_lock(thread) is None
         runs = (await c.get(f"/threads/{thread}/runs")).json()
         assert len(runs) == 1
+
+
+async def test_a_locked_store_answers_503_with_retry_after() -> None:
+    from foldwise.gateway._errors import error_response
+    from foldwise.gateway.storage._errors import GatewayStorageError
+
+    response = error_response(
+        GatewayStorageError("database is locked", operation="acquire_thread_lock", thread_id="t")
+    )
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "1"
+    assert b"acquire_thread_lock (thread 't'): database is locked" in response.body

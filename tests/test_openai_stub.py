@@ -217,3 +217,46 @@ def test_a_stream_the_client_abandons_is_counted(stub: OpenAIStub) -> None:
     while stub.abandoned == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert stub.abandoned == 1
+
+
+def test_raw_bodies_are_sent_verbatim(stub: OpenAIStub) -> None:
+    stub.push({"raw": "{not json"}, {"raw": '{"choices": "wrong"}'}, {"raw": "", "status": 200})
+    for _ in range(3):
+        with pytest.raises(Exception) as caught:
+            chat(stub).invoke("hi")
+        assert not isinstance(caught.value, AssertionError)
+    assert len(stub.requests) == 3
+
+
+def test_a_stream_dropped_after_n_chunks_has_no_done(stub: OpenAIStub) -> None:
+    stub.push({"content": "a long answer cut in the middle", "drop_after_chunks": 2})
+    with httpx.stream(
+        "POST",
+        stub.url + "/v1/chat/completions",
+        json={"model": "stub", "stream": True, "messages": [{"role": "user", "content": "x"}]},
+    ) as response:
+        body = response.read().decode()
+    assert body.count("data: ") == 2
+    assert "[DONE]" not in body
+    assert stub.dropped == 1
+
+
+def test_a_plain_answer_dropped_midway_is_truncated(stub: OpenAIStub) -> None:
+    stub.push({"content": "half of this arrives", "drop_after_chunks": 0})
+    with pytest.raises(httpx.TransportError):
+        httpx.post(
+            stub.url + "/v1/chat/completions",
+            json={"model": "stub", "messages": [{"role": "user", "content": "x"}]},
+        )
+    assert stub.dropped == 1
+
+
+def test_a_client_that_times_out_before_a_delayed_answer_leaves_no_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with OpenAIStub([{"content": "late " * 20000, "delay": 0.5}]) as stub:
+        with pytest.raises(openai.APITimeoutError):
+            chat(stub, timeout=0.1).invoke("hi")
+        time.sleep(0.7)
+    assert "Traceback" not in capsys.readouterr().err
+    assert stub.abandoned == 1  # a 100 kB answer cannot fit the closed socket's buffer

@@ -127,6 +127,11 @@ def test_an_unfittable_request_fails_with_a_clear_error_after_bounded_retries() 
             "resulted in 9,731 tokens.",
             (8192, 9731),
         ),
+        (
+            "Error code: 400 - Input tokens exceed the configured limit of 6000 tokens. Your "
+            "messages resulted in 6,418 tokens. Please reduce the length of the messages.",
+            (6000, 6418),
+        ),
         ("prompt is too long: 210000 tokens > 200000 maximum", (200000, 210000)),
         ("context_length_exceeded: 12000 input tokens exceed the 4000-token window", (4000, 12000)),
         ("context window exceeded", (None, None)),

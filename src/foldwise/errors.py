@@ -14,6 +14,7 @@ FoldwiseError
 │   └── MemoryInputError            a bad namespace, fact text or memory argument (names it)
 └── FoldwiseRuntimeError            valid request, failed execution
     ├── ModelConstructionError      a configured model could not be built (names the model)
+    ├── ModelResponseError          the model's answer was unusable (cut off); nothing kept
     ├── SummaryGenerationError      every summarizer candidate failed; state untouched
     ├── CompactionDisabledError     summarization is disabled for this agent
     ├── ThreadNotFoundError         no such thread / checkpoint
@@ -40,6 +41,7 @@ __all__ = [
     "MemoryInputError",
     "MessageFormatError",
     "ModelConstructionError",
+    "ModelResponseError",
     "RevisionConflictError",
     "StorageError",
     "SummaryGenerationError",
@@ -130,6 +132,14 @@ class ModelConstructionError(FoldwiseRuntimeError):
     def __init__(self, model_name: str, reason: str) -> None:
         self.model_name = model_name
         super().__init__(f"model {model_name!r} could not be built: {reason}")
+
+
+class ModelResponseError(FoldwiseRuntimeError):
+    """The model's answer cannot be used (it was cut off mid-way); none of it was kept.
+
+    Raised inside the model call, so the run fails before the answer reaches the state: a
+    half-received answer never becomes a final message and a half-received tool call never runs.
+    """
 
 
 class SummaryGenerationError(FoldwiseRuntimeError):

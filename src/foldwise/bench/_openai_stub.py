@@ -15,8 +15,12 @@ takes the next scripted response:
 - ``{"tool_calls": [{"name": ..., "arguments": {...}, "id": optional}], "content": optional}``;
 - ``{"error": {"status": 500, "message": ..., "type": optional, "code": optional}}``: an
   OpenAI-shaped error (set ``max_retries=0`` on the client, or it retries 5xx and 429);
-- any of them may add ``"usage": {...}`` (overrides), ``"delay"`` (seconds before answering)
-  and ``"chunk_delay"`` (seconds between streamed chunks).
+- ``{"raw": "text", "status": optional}``: exactly these bytes as the body (status 200 unless
+  given), for garbage answers: invalid JSON, a wrong shape, an empty body;
+- any of them may add ``"usage": {...}`` (overrides), ``"delay"`` (seconds before answering),
+  ``"chunk_delay"`` (seconds between streamed chunks) and ``"drop_after_chunks": n`` (a streamed
+  answer sends `n` chunks, then the connection closes without ``[DONE]``; a plain answer sends
+  its headers and half its body, then closes).
 
 `responses` may also be a callable ``(request_body) -> response``. `prompt_tokens` comes from
 `token_counter(messages)` (default: characters / 4). With `context_window`, a prompt above it
@@ -85,14 +89,23 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
 
-    def _send_json(self, status: int, body: Mapping[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
+    def _send_json(
+        self, status: int, body: Mapping[str, Any] | bytes, *, drop: bool = False
+    ) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2] if drop else data)
+            if drop:
+                with self.server.stub._lock:
+                    self.server.stub.dropped += 1
+        except (BrokenPipeError, ConnectionResetError):
+            with self.server.stub._lock:
+                self.server.stub.abandoned += 1  # e.g. the client timed out before a delay
 
     def do_GET(self) -> None:
         """Serve ``/v1/models``."""
@@ -122,12 +135,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error("request body must be a JSON object"))
             return
         status, payload = self.server.stub._respond(body)
-        if status != 200:
+        if "raw" in payload:
+            self._send_json(status, payload["raw"])
+        elif status != 200:
             self._send_json(status, payload["error_body"])
         elif body.get("stream"):
             self._stream(payload, body)
         else:
-            self._send_json(200, payload["completion"])
+            drop = payload.get("drop_after_chunks") is not None
+            self._send_json(200, payload["completion"], drop=drop)
 
     def _stream(self, payload: dict[str, Any], body: Mapping[str, Any]) -> None:
         self.send_response(200)
@@ -137,8 +153,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         stub = self.server.stub
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        drop_after = payload.get("drop_after_chunks")
         try:
-            for chunk in stub._chunks(payload, include_usage):
+            for sent, chunk in enumerate(stub._chunks(payload, include_usage)):
+                if drop_after is not None and sent >= drop_after:
+                    with stub._lock:
+                        stub.dropped += 1
+                    return  # the handler closes the connection: no [DONE], no final chunk
                 self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                 self.wfile.flush()
                 if payload["chunk_delay"] and stub._stopping.wait(payload["chunk_delay"]):
@@ -175,7 +196,8 @@ class OpenAIStub:
 
     Attributes:
         requests: Every parsed request body, in arrival order (also rejected ones).
-        abandoned: Streamed responses whose client hung up before the end.
+        abandoned: Responses whose client hung up before the end (streamed or delayed).
+        dropped: Responses the stub cut short on purpose (`drop_after_chunks`).
     """
 
     def __init__(
@@ -197,6 +219,7 @@ class OpenAIStub:
         self.chunk_size = max(1, chunk_size)
         self.requests: list[dict[str, Any]] = []
         self.abandoned = 0
+        self.dropped = 0
         self._responder: Responder | None = responses if callable(responses) else None
         self._script: list[ScriptedResponse] = [] if callable(responses) else list(responses or [])
         self._lock = threading.Lock()
@@ -302,6 +325,8 @@ class OpenAIStub:
         spec: Mapping[str, Any] = {"content": scripted} if isinstance(scripted, str) else scripted
         if spec.get("delay") and self._stopping.wait(float(spec["delay"])):
             return 503, {"error_body": _error("stub stopping", "server_error")}
+        if "raw" in spec:
+            return int(spec.get("status", 200)), {"raw": str(spec["raw"]).encode()}
         if "error" in spec:
             err = spec["error"]
             return int(err.get("status", 500)), {
@@ -356,7 +381,11 @@ class OpenAIStub:
             ],
             "usage": usage,
         }
-        return {"completion": completion, "chunk_delay": float(spec.get("chunk_delay") or 0)}
+        return {
+            "completion": completion,
+            "chunk_delay": float(spec.get("chunk_delay") or 0),
+            "drop_after_chunks": spec.get("drop_after_chunks"),
+        }
 
     def _chunks(self, payload: Mapping[str, Any], include_usage: bool) -> Iterator[dict[str, Any]]:
         completion = payload["completion"]

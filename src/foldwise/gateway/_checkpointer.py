@@ -241,8 +241,15 @@ async def postgres_pool(url: str, *, max_size: int) -> AsyncIterator[AsyncConnec
     kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     if schema is not None:
         kwargs["options"] = f"-c search_path={schema}"
+    # `check`: a connection a database restart closed is replaced when taken, not handed out.
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        dsn, kwargs=kwargs, min_size=1, max_size=max_size, open=False, timeout=10
+        dsn,
+        kwargs=kwargs,
+        min_size=1,
+        max_size=max_size,
+        open=False,
+        timeout=10,
+        check=AsyncConnectionPool.check_connection,
     )
     await pool.open(wait=True, timeout=10)
     try:

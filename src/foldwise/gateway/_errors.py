@@ -26,6 +26,7 @@ FoldwiseError
     ├── CompactionDisabledError      409
     ├── SummaryGenerationError       502: every summarizer failed; the thread is unchanged
     ├── ModelConstructionError       502
+    ├── ModelResponseError           502: the model's answer was cut off; nothing was kept
     └── StorageError                 503
 PayloadTooLargeError (HTTPException) 413: raised while the body is still being read
 ```
@@ -34,6 +35,7 @@ PayloadTooLargeError (HTTPException) 413: raised while the body is still being r
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,6 +53,7 @@ from foldwise.errors import (
     FoldwiseError,
     FoldwiseRuntimeError,
     ModelConstructionError,
+    ModelResponseError,
     RevisionConflictError,
     StorageError,
     SummaryGenerationError,
@@ -162,15 +165,33 @@ class GatewayClosingError(FoldwiseRuntimeError):
         super().__init__("the gateway is shutting down; retry shortly (or on another worker)")
 
 
+_TASK_NOTE = re.compile(r"During task with name '([^']{1,100})'")
+
+
+def _failed_step(error: BaseException) -> str | None:
+    """The graph step (`model`, `tools`, ...) LangGraph noted on the error, if any."""
+    for note in getattr(error, "__notes__", None) or ():
+        match = _TASK_NOTE.search(str(note))
+        if match:
+            return match.group(1)
+    return None
+
+
 class RunFailedError(FoldwiseRuntimeError):
-    """An agent run raised; the message names the run and the error."""
+    """An agent run raised; the message names the run, the step that raised and the error.
+
+    The step (LangGraph's task name: `model` for the model call, `tools` for a tool) tells a
+    provider's malformed answer (`in step 'model': TypeError: ...`) from a tool's failure.
+    """
 
     def __init__(self, run_id: str, error: BaseException) -> None:
         self.run_id = run_id
         text = " ".join(str(error).split())
         if len(text) > 500:
             text = text[:497] + "..."
-        super().__init__(f"run {run_id} failed: {type(error).__name__}: {text}")
+        step = _failed_step(error)
+        where = f" in step {step!r}" if step else ""
+        super().__init__(f"run {run_id} failed{where}: {type(error).__name__}: {text}")
 
 
 class RunInterruptedError(FoldwiseRuntimeError):
@@ -216,6 +237,7 @@ STATUS_BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (SearchesBusyError, 429),
     (SummaryGenerationError, 502),
     (ModelConstructionError, 502),
+    (ModelResponseError, 502),
     (StorageError, 503),
     (GatewayClosingError, 503),
     (RunInterruptedError, 503),

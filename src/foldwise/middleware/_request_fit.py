@@ -22,10 +22,12 @@ from langgraph.types import Command
 
 from foldwise.compaction import CompactionOutcome
 from foldwise.durable import AUTHORITY_CONTRACT, is_durable_data_message
+from foldwise.errors import ModelResponseError
 from foldwise.messages import message_text
 from foldwise.tokens import TokenCounter
 
 __all__ = [
+    "check_complete",
     "clip_largest",
     "compacted_request",
     "is_context_overflow",
@@ -62,6 +64,9 @@ _NUMBERS: tuple[tuple[re.Pattern[str], int, int], ...] = tuple(
         # OpenAI / vLLM: "... However, your messages resulted in 9,731 tokens" / "your request
         # has 30000 input tokens"
         (rf"maximum context length is {_N}.*?(?:resulted in|has|requested) {_N}", 1, 2),
+        # OpenAI (current models): "Input tokens exceed the configured limit of 272000 tokens.
+        # Your messages resulted in 272500 tokens."
+        (rf"limit of {_N} tokens.*?(?:resulted in|has|requested) {_N}", 1, 2),
         # Gemini: "The input token count (1196265) exceeds the maximum number of tokens allowed
         # (1048575)"
         (rf"token count \({_N}\) exceeds the maximum number of tokens allowed \({_N}\)", 2, 1),
@@ -105,6 +110,38 @@ def overflow_numbers(error: BaseException) -> tuple[int | None, int | None]:
         if match:
             return _number(match.group(window_group)), _number(match.group(request_group))
     return None, None
+
+
+def _cut_off(message: Any) -> bool:
+    """Whether an OpenAI-protocol answer lacks the end marker every whole answer carries.
+
+    Chat Completions ends each choice with a `finish_reason` and the Responses API answers
+    with a `status`; langchain-openai keeps a stream that stopped early as if it were whole
+    (and parses a half-sent tool call's arguments as they are). Other providers are not judged.
+    """
+    if not isinstance(message, AIMessage):
+        return False
+    meta = message.response_metadata or {}
+    return (
+        meta.get("model_provider") == "openai"
+        and "finish_reason" not in meta
+        and "status" not in meta
+    )
+
+
+def check_complete(response: Any, thread_id: str) -> None:
+    """Raise if the model's answer (a message or a `ModelResponse`) was cut off mid-way.
+
+    Raises:
+        ModelResponseError: The answer ended without its end marker (a dropped stream).
+    """
+    results = response.result if isinstance(response, ModelResponse) else [response]
+    if any(_cut_off(message) for message in results):
+        raise ModelResponseError(
+            f"the model's answer was cut off before it finished (thread {thread_id}: no finish "
+            "reason; the provider's stream or connection dropped); none of it was kept, retry "
+            "the run"
+        )
 
 
 def split_head(messages: Sequence[AnyMessage]) -> int:

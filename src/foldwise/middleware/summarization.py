@@ -460,12 +460,12 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _after_response(self, sent: ModelRequest[Any], response: Any, estimated: int) -> Any:
-        """Stamp the answer with what its usage measured; learn the provider's scale from it.
+        """Refuse a cut-off answer; stamp it with its usage and learn the provider's scale.
 
         The stamp lets a later count (in this process or another) anchor on the provider's
         exact figure only while the messages before the answer are still these.
         """
-        key = resolve_thread_id(sent.runtime)
+        fit.check_complete(response, key := resolve_thread_id(sent.runtime))
         lead = fit.split_head(sent.messages)
         static = self._static.get(key, 0) + self.counter.count_text(
             summary_for_context(_summary_of(sent.state) or "")

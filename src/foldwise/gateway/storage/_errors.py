@@ -84,7 +84,12 @@ class GatewayStorageError(StorageError):
     Attributes:
         operation: The storage method that failed, e.g. ``append_transcript``.
         thread_id: The thread concerned, when there is one.
+        retry_after: Seconds a client should wait before retrying (the 503's `Retry-After`):
+            the usual causes (a write lock held past the busy timeout, a database restarting)
+            pass.
     """
+
+    retry_after = 1
 
     def __init__(self, message: str, *, operation: str, thread_id: str | None = None) -> None:
         self.operation = operation
