@@ -27,10 +27,14 @@ from typing import Any
 
 import httpx
 
+from foldwise.bench._openai_stub import OpenAIStub
 from foldwise.bench._rel_inproc import gateway_config, headers_for, open_app
 from foldwise.bench._rel_isolation_agent import SECRET, IsolationScript, isolation_factory
 from foldwise.bench._rel_isolation_routes import app_routes, attempt_for
+from foldwise.bench._rel_serve import served, stub_model
 from foldwise.bench._reliability import AreaOptions, AreaResult, Finding, area_command
+from foldwise.config import parse_config
+from foldwise.gateway import create_app
 
 __all__ = ["EVIL_HOSTS", "PATH_IDS", "run"]
 
@@ -69,6 +73,8 @@ class _Campaign:
         self.client = client
         self.script = script
         self.art_ids: list[str] = []
+        self.want_artifacts = 2  # the offloaded tool output and the compaction's archive
+        self.artifact_needle = SECRET
         self.cases = 0
         self.findings: list[Finding] = []
         self.ids: dict[str, str] = {}
@@ -136,7 +142,7 @@ class _Campaign:
         }
         self.art_ids = art_ids
         self.secrets += [thread, fact["id"], held["id"], *art_ids, *(r["run_id"] for r in runs)]
-        if len(art_ids) < 2 or held.get("status") != "quarantined":
+        if len(art_ids) < self.want_artifacts or held.get("status") != "quarantined":
             self.fail("seed", "setup", f"artifacts {len(art_ids)}, held {held.get('status')}")
 
     async def routes(self, app: Any) -> int:
@@ -245,7 +251,7 @@ class _Campaign:
         checks = [
             ("GET", f"/threads/{t}", SECRET),
             ("GET", f"/threads/{t}/transcript", SECRET),
-            ("GET", f"/threads/{t}/artifacts/{self.ids['artifact_id']}", SECRET),
+            ("GET", f"/threads/{t}/artifacts/{self.ids['artifact_id']}", self.artifact_needle),
             ("GET", f"/memory/facts/{f}", FACT_WORD),
             ("GET", f"/store/items?namespace=notes&key={STORE_KEY}", SECRET),
         ]
@@ -288,23 +294,56 @@ async def _inproc(workdir: Path) -> tuple[_Campaign, int]:
     return campaign, tried
 
 
+async def _served(workdir: Path) -> tuple[_Campaign, int]:
+    """The same attempts over HTTP against `foldwise serve` (ChatOpenAI on the stub)."""
+    with OpenAIStub(default="## Goal\nnoted") as stub:
+        data = {
+            "models": [stub_model(stub)],
+            "storage": {"url": f"sqlite:///{workdir / 'gateway.db'}"},
+            "offload": {"root": str(workdir / "artifacts")},
+            "gateway": {
+                "auth": {"api_keys": [{"key": f"key-{u}", "user": u} for u in (OWNER, OTHER)]}
+            },
+            "memory": {"enabled": True, "mode": "both", "debounce_seconds": 0.0},
+            "summarization": {"min_gain_tokens": 0, "keep": {"type": "messages", "value": 1}},
+        }
+        with served(data, workdir / "serve") as url:
+            async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+                campaign = _Campaign(client, IsolationScript())
+                campaign.want_artifacts = 1  # no offloading tool here: the archive only
+                campaign.artifact_needle = "artifact_id"  # of AI answers only: no secret
+                await campaign.seed()
+                tried = await campaign.routes(create_app(parse_config(data)))
+                await campaign.hosts()
+                await campaign.path_ids()
+                await campaign.intact()
+    return campaign, tried
+
+
 def run(options: AreaOptions) -> list[AreaResult]:
-    """Every route and tool cross-identity, on the in-process gateway."""
-    started = time.perf_counter()
-    workdir = options.workdir / "inproc"
-    workdir.mkdir(parents=True, exist_ok=True)
-    campaign, routes = asyncio.run(_inproc(workdir))
-    return [
-        AreaResult(
-            area="isolation, two identities, in-process gateway",
-            cases=campaign.cases,
-            violations=campaign.findings,
-            command=area_command("isolation", options),
-            seconds=time.perf_counter() - started,
-            notes=[
-                f"{routes} routes x (other identity, no key); 3 tool probes (owner control, "
-                f"other, other with forged configurable); {len(EVIL_HOSTS)} rebinding Host "
-                f"headers; {len(PATH_IDS)} path-shaped artifact ids"
-            ],
+    """Every route and tool cross-identity; the full form also over HTTP, three times."""
+    rows = []
+    passes = [("in-process gateway", _inproc)]
+    if options.full:
+        passes += [("foldwise serve over HTTP", _served)] * 3
+    for number, (name, attack) in enumerate(passes):
+        started = time.perf_counter()
+        workdir = options.workdir / f"pass-{number}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        campaign, routes = asyncio.run(attack(workdir))
+        probes = "; 3 tool probes (owner control, other, other with forged configurable)"
+        rows.append(
+            AreaResult(
+                area=f"isolation, two identities, {name}" + (f" (run {number})" if number else ""),
+                cases=campaign.cases,
+                violations=campaign.findings,
+                command=area_command("isolation", options),
+                seconds=time.perf_counter() - started,
+                notes=[
+                    f"{routes} routes x (other identity, no key)"
+                    f"{probes if attack is _inproc else ''}; {len(EVIL_HOSTS)} rebinding Host "
+                    f"headers; {len(PATH_IDS)} path-shaped artifact ids"
+                ],
+            )
         )
-    ]
+    return rows
