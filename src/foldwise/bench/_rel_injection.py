@@ -41,6 +41,7 @@ import httpx
 from foldwise.bench._rel_injection_agent import SYSTEM_PROMPT, InjectionScript, injection_factory
 from foldwise.bench._rel_injection_checks import check_request, delivered, view_of
 from foldwise.bench._rel_injection_corpus import Payload, load_corpus
+from foldwise.bench._rel_injection_serve import SERVED_PATHS, served_campaign
 from foldwise.bench._rel_inproc import gateway_config, headers_for, open_app
 from foldwise.bench._reliability import AreaOptions, AreaResult, Finding, area_command
 from foldwise.config import FoldwiseConfig
@@ -251,4 +252,26 @@ def run(options: AreaOptions) -> list[AreaResult]:
                 len(payloads),
             )
         )
+        rows.append(_served_row(options, payloads))
     return rows
+
+
+def _served_row(options: AreaOptions, payloads: list[Payload]) -> AreaResult:
+    started = time.perf_counter()
+    workdir = options.workdir / "served"
+    workdir.mkdir(parents=True, exist_ok=True)
+    cases, requests, findings, reached = served_campaign(workdir, _batches(payloads, options.seed))
+    notes = [
+        f"{len(payloads)} payloads through {', '.join(SERVED_PATHS)} over HTTP; "
+        f"{requests:,} model requests checked (as the OpenAI stub received them)",
+        "payloads seen escaped per data-block section: "
+        + ", ".join(f"{c} {len(ids)}" for c, ids in sorted(reached.items())),
+    ]
+    return AreaResult(
+        area="injection corpus, foldwise serve over HTTP",
+        cases=cases,
+        violations=findings,
+        command=area_command("injection", options),
+        seconds=time.perf_counter() - started,
+        notes=notes,
+    )
