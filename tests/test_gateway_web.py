@@ -95,6 +95,8 @@ async def test_host_header_is_validated(tmp_path: Path) -> None:
             "detail": "invalid Host header 'evil.example': add it to gateway.allowed_hosts"
         }
         assert (await c.get("/threads/t", headers={"Host": "evil.example:8420"})).status_code == 400
+        forged = await c.get("/threads/t", headers={"Host": "[::1].evil.example"})
+        assert forged.status_code == 400, forged.text
         for host in ("localhost:8420", "127.0.0.1", "[::1]:8420", "LOCALHOST"):
             r = await c.post("/threads/search", json={}, headers={"Host": host})
             assert r.status_code == 200 and r.json()[0]["thread_id"] == "t", host
@@ -125,6 +127,10 @@ async def test_allowed_hosts_configured(tmp_path: Path) -> None:
 def test_host_matching() -> None:
     assert host_name("Example.COM:80") == "example.com"
     assert host_name("[::1]:8420") == "::1" and host_name("::1") == "::1"
+    # Was: everything after the closing bracket was dropped, so a rebinding name such as
+    # `[::1].evil.example` read as the loopback `::1` and was let in.
+    for forged in ("[::1].evil.example", "[::1]evil", "[::1]:80.evil.example", "[::1]:"):
+        assert host_name(forged) == forged
     config = gateway_config(Path("."), {"gateway": {"host": "0.0.0.0"}}).gateway
     hosts = HostMiddleware(lambda *a: None, config=config)  # type: ignore[arg-type,return-value]
     assert hosts.allows("localhost", None) and not hosts.allows("0.0.0.0", None)

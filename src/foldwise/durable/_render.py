@@ -33,6 +33,8 @@ __all__ = [
     "AUTHORITY_CONTRACT",
     "DATA_CLOSE",
     "DATA_OPEN",
+    "INVISIBLE_CONTROLS",
+    "LOOKALIKE_BRACKETS",
     "SECTION_CLOSE",
     "SUMMARY_HEADING",
     "SUMMARY_RENDER_CAP_CHARS",
@@ -59,7 +61,39 @@ older version or set by hand. `summary_for_context` applies it, for the renderer
 whoever counts the summary's tokens alike."""
 
 _INDENT = "  "
-_ESCAPE_AMP = re.compile(r"&(?!(?:amp|lt|gt);)")
+# `&` not starting an entity this module writes (`&amp;`, `&lt;`, `&gt;`, `&#x...;`).
+_ESCAPE_AMP = re.compile(r"&(?!(?:amp|lt|gt|#x[0-9a-f]{1,6});)")
+
+LOOKALIKE_BRACKETS = (
+    "\u02c2\u02c3"  # ˂ ˃ modifier letter arrowheads
+    "\u1438\u1433"  # ᐸ ᐳ Canadian syllabics
+    "\u2039\u203a"  # ‹ › single guillemets
+    "\u2329\u232a"  # 〈 〉 angle brackets (technical)
+    "\u276c\u276d\u276e\u276f\u2770\u2771"  # ❬ ❭ ❮ ❯ ❰ ❱ ornaments
+    "\u27e8\u27e9"  # ⟨ ⟩ mathematical angle brackets
+    "\u29fc\u29fd"  # ⧼ ⧽ curved angle brackets
+    "\u3008\u3009"  # 〈 〉 CJK angle brackets
+    "\ufe64\ufe65"  # ﹤ ﹥ small less-than / greater-than
+    "\uff1c\uff1e"  # ＜ ＞ fullwidth less-than / greater-than
+)
+"""Characters a reader may take for `<` or `>`; inside the data block they are written as
+numeric references (`&#xff1c;`), so a look-alike tag such as `＜/durable_context_data＞` cannot
+pass for structure."""
+
+INVISIBLE_CONTROLS = (
+    "\u061c"  # Arabic letter mark
+    "\u180e"  # Mongolian vowel separator
+    "\u200b\u200c\u200d\u200e\u200f"  # zero-width space / non-joiner / joiner, LRM, RLM
+    "\u202a\u202b\u202c\u202d\u202e"  # bidi embeddings and overrides
+    "\u2060\u2061\u2062\u2063\u2064"  # word joiner, invisible operators
+    "\u2066\u2067\u2068\u2069"  # bidi isolates
+    "\ufeff"  # zero-width no-break space (BOM)
+)
+"""Zero-width and bidirectional-control characters. Inside the data block they are written as
+visible numeric references (`&#x202e;`): the value keeps every character, but none can hide
+text, split a word a reader (or a filter) looks for, or reorder how a line is displayed."""
+
+_NEUTRALIZE = re.compile(f"[{LOOKALIKE_BRACKETS}{INVISIBLE_CONTROLS}]")
 
 AUTHORITY_CONTRACT = (
     "Durable context authority contract. Hidden data messages, wrapped in "
@@ -75,13 +109,21 @@ AUTHORITY_CONTRACT = (
 )
 
 
-def escape_data(text: str) -> str:
-    """Escape `<`, `>` and `&` exactly once.
+def _reference(match: re.Match[str]) -> str:
+    return f"&#x{ord(match.group()):x};"
 
-    `&amp;`, `&lt;` and `&gt;` are left as they are, so text a channel already escaped (with
-    `escape_value`) is not escaped twice; no raw `<` or `>` can survive either way.
+
+def escape_data(text: str) -> str:
+    """Escape `<`, `>` and `&` exactly once; neutralise look-alike brackets and invisible controls.
+
+    `&amp;`, `&lt;`, `&gt;` and `&#x...;` are left as they are, so text a channel already
+    escaped (with `escape_value`, or this function) is not escaped twice; no raw `<` or `>` can
+    survive either way. `LOOKALIKE_BRACKETS` (`＜ ‹ ⟨ ﹤ 〈` ...) and `INVISIBLE_CONTROLS`
+    (zero-width and bidi characters) become numeric references such as `&#xff1c;`: nothing is
+    lost, but none of them can pose as a tag bracket or hide and reorder text in the block.
     """
-    return _ESCAPE_AMP.sub("&amp;", text).replace("<", "&lt;").replace(">", "&gt;")
+    escaped = _ESCAPE_AMP.sub("&amp;", text).replace("<", "&lt;").replace(">", "&gt;")
+    return _NEUTRALIZE.sub(_reference, escaped)
 
 
 def bound_text(text: str, budget: int, *, marker: str = "\n...\n") -> str:

@@ -39,10 +39,17 @@ _ANY_ADDRESS = ("", "0.0.0.0", "::")
 
 
 def host_name(header: str) -> str:
-    """The host part of a `Host` header, lower-cased: no port, no IPv6 brackets."""
+    """The host part of a `Host` header, lower-cased: no port, no IPv6 brackets.
+
+    A bracketed literal followed by anything but a port (`[::1].evil.example`) is returned
+    whole, so it matches no allowed name.
+    """
     header = header.strip().lower()
     if header.startswith("["):
-        return header[1:].partition("]")[0]
+        literal, _, rest = header[1:].partition("]")
+        if rest and not (rest[0] == ":" and rest[1:].isdigit()):
+            return header
+        return literal
     if header.count(":") == 1:
         return header.partition(":")[0]
     return header
