@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+import pytest
 
 from foldwise.bench._rel_fuzz_cases import HUGE_INTS, integer_fields
 from foldwise.bench._rel_fuzz_target import Sent, check_response, fuzz_config, hidden_routes
@@ -33,6 +36,9 @@ def test_client_errors_need_a_detail_naming_the_field() -> None:
     assert _invariants(404, b"not json") == ["detail"]
     assert _invariants(422, b'{"errors": []}') == ["detail"]
     assert _invariants(422, b'{"detail": "invalid request"}', "offset") == ["detail-names-field"]
+    assert _invariants(422, b'{"detail": "invalid request"}') == ["detail-names-field"]
+    assert _invariants(422, b'{"detail": "input.messages[0].role: missing"}') == []
+    assert _invariants(422, b'{"detail": "invalid thread id \'..\': use a UUID"}') == []
 
 
 def test_schema_fields_and_hidden_routes_are_found(tmp_path: Path) -> None:
@@ -49,3 +55,12 @@ def test_schema_fields_and_hidden_routes_are_found(tmp_path: Path) -> None:
     paths = app.openapi()["paths"]
     in_schema = {(method.upper(), path) for path, ops in paths.items() for method in ops}
     assert not set(hidden) & in_schema
+
+
+def test_schema_row_says_skipped_without_schemathesis(monkeypatch: pytest.MonkeyPatch) -> None:
+    from foldwise.bench._rel_fuzz_schema import run_schema
+
+    monkeypatch.setitem(sys.modules, "schemathesis", None)  # `import schemathesis` fails
+    row = run_schema(object(), "fuzzing, OpenAPI schema, SQLite", "cmd", 3, 0)  # type: ignore[arg-type]
+    assert (row.cases, row.violations) == (0, [])
+    assert row.notes == ["skipped: schemathesis not installed"]

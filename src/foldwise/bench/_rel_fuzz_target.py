@@ -64,6 +64,11 @@ _LEAK = re.compile(
 )
 
 
+# How the detail of a 400 or 422 names what was wrong when the case does not say which field:
+# `field.path: message` (validation, `RequestFieldError`), or `invalid thread id '...'`.
+_NAMES_FIELD = re.compile(r"^(?:[\w.\[\]$-]+: |invalid [\w -]{1,40} (?:id|header)\b)")
+
+
 def fuzz_config(workdir: Path, postgres_url: str | None = None) -> FoldwiseConfig:
     """The fuzzed gateway: one API key, memory on, a small body limit, quick offloads."""
     storage = postgres_url or f"sqlite:///{workdir / 'fuzz.db'}"
@@ -146,6 +151,12 @@ def _detail(body: bytes) -> Any:
     return data.get("detail") if isinstance(data, dict) else None
 
 
+def _names_field(detail: str, field: str | None) -> bool:
+    if field is None:
+        return _NAMES_FIELD.match(detail) is not None
+    return any(name in detail for name in field.split("|"))
+
+
 def check_response(sent: Sent) -> list[Finding]:
     """The violations of one answer (an empty list when it is as expected)."""
     found: list[Finding] = []
@@ -162,13 +173,10 @@ def check_response(sent: Sent) -> list[Finding]:
             found.append(
                 Finding(sent.case, "detail", f"{sent.status} without a detail: {text[:200]}")
             )
-        elif (
-            sent.status in (400, 422)
-            and sent.field is not None
-            and not any(name in detail for name in sent.field.split("|"))
-        ):
+        elif sent.status in (400, 422) and not _names_field(detail, sent.field):
+            wanted = sent.field or "a field"
             found.append(
-                Finding(sent.case, "detail-names-field", f"{sent.field!r} not in {detail[:200]!r}")
+                Finding(sent.case, "detail-names-field", f"{wanted!r} not in {detail[:200]!r}")
             )
     return found
 

@@ -62,17 +62,20 @@ def _sizes(thread: str) -> Iterator[RawCase]:
 
 
 def _nesting() -> Iterator[RawCase]:
-    # Arrays and objects deeper than any parser's recursion.
+    # Arrays and objects deeper than any parser's recursion, in a field each route stores.
+    targets = (
+        ("POST", "/threads", b'{"metadata":{"deep":%s}}', "metadata"),
+        ("POST", "/threads/search", b'{"metadata":{"deep":%s}}', "metadata"),
+        ("PUT", "/store/items", b'{"namespace":["n"],"key":"k","value":{"deep":%s}}', "value"),
+    )
     for depth in (10, 100, 1_000, 5_000, 20_000):
-        arrays = b'{"metadata":{"deep":' + b"[" * depth + b"]" * depth + b"}}"
-        objects = b'{"metadata":' + b'{"a":' * depth + b"1" + b"}" * depth + b"}"
-        for kind, body in (("arrays", arrays), ("objects", objects)):
-            for method, url in (
-                ("POST", "/threads"),
-                ("POST", "/threads/search"),
-                ("PUT", "/store/items"),
-            ):
-                yield RawCase("nesting", f"nest {kind}={depth} {method} {url}", method, url, body)
+        arrays = b"[" * depth + b"]" * depth
+        objects = b'{"a":' * depth + b"1" + b"}" * depth
+        for kind, deep in (("arrays", arrays), ("objects", objects)):
+            for method, url, template, field in targets:
+                name = f"nest {kind}={depth} {method} {url}"
+                body = template % deep
+                yield RawCase("nesting", name, method, url, body, field=f"{field}|body")
 
 
 def _encodings(ids: Mapping[str, str]) -> Iterator[RawCase]:
