@@ -38,6 +38,7 @@ def test_client_errors_need_a_detail_naming_the_field() -> None:
     assert _invariants(422, b'{"detail": "invalid request"}', "offset") == ["detail-names-field"]
     assert _invariants(422, b'{"detail": "invalid request"}') == ["detail-names-field"]
     assert _invariants(422, b'{"detail": "input.messages[0].role: missing"}') == []
+    assert _invariants(422, '{"detail": "values.W?\u00e9: only values.messages"}'.encode()) == []
     assert _invariants(422, b'{"detail": "invalid thread id \'..\': use a UUID"}') == []
 
 

@@ -65,8 +65,9 @@ _LEAK = re.compile(
 
 
 # How the detail of a 400 or 422 names what was wrong when the case does not say which field:
-# `field.path: message` (validation, `RequestFieldError`), or `invalid thread id '...'`.
-_NAMES_FIELD = re.compile(r"^(?:[\w.\[\]$-]+: |invalid [\w -]{1,40} (?:id|header)\b)")
+# `field.path: message` (validation, `RequestFieldError`; a path may hold any key a client
+# sent), or `invalid thread id '...'`.
+_NAMES_FIELD = re.compile(r"^(?:[^;\n]+?: |invalid [\w -]{1,40} (?:id|header)\b)")
 
 
 def fuzz_config(workdir: Path, postgres_url: str | None = None) -> FoldwiseConfig:
