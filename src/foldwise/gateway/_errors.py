@@ -41,6 +41,7 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -304,11 +305,29 @@ async def _on_validation_error(request: Request, error: Exception) -> Response:
     return JSONResponse({"detail": detail, "errors": items}, status_code=422)
 
 
+_UNPARSED_BODY = "There was an error parsing the body"
+"""FastAPI's 400 when decoding the body raised something other than a JSON syntax error."""
+
+
+def _unparsed_body_detail(cause: BaseException | None) -> str:
+    """Why a body could not be read as JSON, in the client's terms (no exception names)."""
+    if isinstance(cause, RecursionError):
+        why = "it is nested too deeply"
+    elif isinstance(cause, UnicodeError):
+        why = "it is not valid UTF-8"
+    elif isinstance(cause, ValueError) and "digits" in str(cause):
+        why = "a number in it has too many digits"
+    else:
+        why = "it is not valid JSON"
+    return f"body: could not be parsed as JSON: {why}"
+
+
 async def _on_http_error(request: Request, error: Exception) -> Response:
-    assert isinstance(error, HTTPException)
-    return JSONResponse(
-        {"detail": error.detail}, status_code=error.status_code, headers=error.headers
-    )
+    assert isinstance(error, StarletteHTTPException)
+    detail = error.detail
+    if error.status_code == 400 and detail == _UNPARSED_BODY:
+        detail = _unparsed_body_detail(error.__cause__)
+    return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
 
 
 class ErrorGuardMiddleware:
@@ -352,4 +371,5 @@ def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that render every error as `{"detail": ...}` with its status."""
     app.add_exception_handler(FoldwiseError, _on_foldwise_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
-    app.add_exception_handler(HTTPException, _on_http_error)
+    # Starlette's class: FastAPI raises it too (405, an unparseable body), not only its own.
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)

@@ -20,6 +20,7 @@ from langchain_core.messages import BaseMessage
 
 from foldwise.gateway._errors import RequestFieldError
 from foldwise.gateway._messages import parse_input_messages
+from foldwise.gateway._schemas import checkpoint_id_checked
 
 __all__ = ["RunInput", "checked_goto", "parse_messages_object", "parse_run_input"]
 
@@ -59,8 +60,8 @@ def _checkpoint_id(checkpoint: Mapping[str, Any] | None, checkpoint_id: str | No
         if inner is not None and checkpoint_id is not None and inner != checkpoint_id:
             raise RequestFieldError("checkpoint_id", "differs from checkpoint.checkpoint_id")
         checkpoint_id = checkpoint_id or inner
-    if checkpoint_id is not None and not 0 < len(checkpoint_id) <= 128:
-        raise RequestFieldError("checkpoint_id", "must be 1-128 characters")
+    if checkpoint_id is not None:
+        checkpoint_id_checked(checkpoint_id, "checkpoint_id")
     return checkpoint_id
 
 

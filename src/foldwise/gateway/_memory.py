@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from foldwise.errors import MemoryInputError, RevisionConflictError
 from foldwise.gateway._deps import Gateway, GatewayDep, IdentityDep
 from foldwise.gateway._errors import MemoryDisabledError, RequestFieldError
-from foldwise.gateway._schemas import MAX_PAGE
+from foldwise.gateway._schemas import MAX_OFFSET, MAX_PAGE
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway._tenancy import memory_user_id
 from foldwise.memory import Fact, MemoryManager, Namespace, namespace_for
@@ -53,7 +53,7 @@ class FactPatch(_MemoryBody):
     """`PATCH /memory/facts/{id}`: a new text for an active fact, at the revision read."""
 
     text: str
-    expected_revision: StrictInt = Field(ge=1)
+    expected_revision: StrictInt = Field(ge=1, le=MAX_OFFSET)
     agent: str | None = Field(default=None, max_length=128)
 
 

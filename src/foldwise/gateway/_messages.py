@@ -74,11 +74,12 @@ INTERRUPTED_TOOL_RESULT = (
 )
 
 
-def check_values(value: Any, field: str, *, depth: int = 0) -> None:
+def check_values(value: Any, field: str, *, depth: int = 0, nul: bool = True) -> None:
     """Raise `RequestFieldError` for a value that cannot be stored or sent on.
 
     That is a string that is not encodable as UTF-8 (a lone surrogate such as U+D800 parses as
-    JSON but fails later), or a non-finite number (Python's JSON parser accepts `NaN`).
+    JSON but fails later), or a non-finite number (Python's JSON parser accepts `NaN`); with
+    `nul=False` also a string holding NUL, which PostgreSQL text and `jsonb` cannot store.
     """
     if depth > 64:
         raise RequestFieldError(field, "nested too deeply")
@@ -87,16 +88,19 @@ def check_values(value: Any, field: str, *, depth: int = 0) -> None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise RequestFieldError(field, "contains invalid Unicode (a lone surrogate)") from None
+        if not nul and "\x00" in value:
+            raise RequestFieldError(field, "must not contain NUL characters")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise RequestFieldError(field, "must be a finite number (not NaN or Infinity)")
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            check_values(key, field, depth=depth + 1)
-            check_values(item, f"{field}.{key}" if field else str(key), depth=depth + 1)
+            check_values(key, field, depth=depth + 1, nul=nul)
+            where = f"{field}.{key}" if field else str(key)
+            check_values(item, where, depth=depth + 1, nul=nul)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            check_values(item, f"{field}[{index}]", depth=depth + 1)
+            check_values(item, f"{field}[{index}]", depth=depth + 1, nul=nul)
 
 
 def _content(raw: Any, field: str, *, allow_none: bool) -> str | list[str | dict[str, Any]]:

@@ -112,8 +112,8 @@ async def thread_overview(
     Returns `{"threads": [...], "has_more": bool}`.
     """
     body = body or ThreadOverviewRequest()
-    check_values(body.query, "query")
-    check_values(body.thread_id, "thread_id")
+    check_values(body.query, "query", nul=False)
+    check_values(body.thread_id, "thread_id", nul=False)
     page = await gateway.storage.thread_activity(
         owner=identity,
         query=body.query or None,

@@ -33,6 +33,7 @@ __all__ = [
     "ThreadPatch",
     "ThreadSearch",
     "check_filter_ints",
+    "checkpoint_id_checked",
 ]
 
 SUPPORTED_STREAM_MODES = (
@@ -138,9 +139,28 @@ class ThreadCount(_LangGraphBody):
 def _checkpoint_id(value: Any, field: str) -> str | None:
     if value is None:
         return None
+    return checkpoint_id_checked(value, field)
+
+
+def checkpoint_id_checked(value: Any, field: str) -> str:
+    """`value` if it can be a checkpoint id, else `RequestFieldError` naming `field`.
+
+    A string of 1-128 characters without NUL or lone surrogates: PostgreSQL text cannot hold
+    NUL, and neither database can store a string that is not valid Unicode.
+    """
     if not isinstance(value, str) or not 1 <= len(value) <= 128:
         raise RequestFieldError(field, "must be a checkpoint id (a string of 1-128 characters)")
+    if "\x00" in value or _unencodable(value):
+        raise RequestFieldError(field, "must not contain NUL characters or lone surrogates")
     return value
+
+
+def _unencodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class StateUpdate(_LangGraphBody):
@@ -202,11 +222,8 @@ class HistoryRequest(_LangGraphBody):
     def before_id(self) -> str | None:
         """The checkpoint id of `before` (a string or a checkpoint object)."""
         if isinstance(self.before, dict):
-            value = self.before.get("checkpoint_id")
-            if value is not None and not isinstance(value, str):
-                raise RequestFieldError("before.checkpoint_id", "must be a string")
-            return value
-        return self.before
+            return _checkpoint_id(self.before.get("checkpoint_id"), "before.checkpoint_id")
+        return _checkpoint_id(self.before, "before")
 
 
 class RunCreate(_LangGraphBody):

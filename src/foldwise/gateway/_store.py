@@ -30,6 +30,7 @@ from pydantic import Field
 from foldwise.errors import StorageError
 from foldwise.gateway._deps import Gateway, GatewayDep, IdentityDep
 from foldwise.gateway._errors import RequestFieldError
+from foldwise.gateway._messages import check_values
 from foldwise.gateway._schemas import MAX_OFFSET, MAX_PAGE, _LangGraphBody, check_filter_ints
 from foldwise.gateway._serde import JSONResponse
 from foldwise.gateway._tenancy import TENANT_ROOT, store_tenant_label
@@ -113,6 +114,7 @@ def _labels(labels: Sequence[Any], field: str, *, empty: bool = False) -> tuple[
             raise RequestFieldError(where, "must be a non-empty string")
         if "." in label or "\x00" in label:
             raise RequestFieldError(where, "must not contain periods or NUL characters")
+        check_values(label, where)
         if len(label) > MAX_LABEL_CHARS:
             raise RequestFieldError(where, f"must be at most {MAX_LABEL_CHARS} characters")
         if label.startswith(TENANT_ROOT):
@@ -123,7 +125,15 @@ def _labels(labels: Sequence[Any], field: str, *, empty: bool = False) -> tuple[
 def _key(key: str, field: str = "key") -> str:
     if not key or len(key) > MAX_KEY_CHARS or "\x00" in key:
         raise RequestFieldError(field, f"must be 1-{MAX_KEY_CHARS} characters without NUL")
+    check_values(key, field)
     return key
+
+
+def _value(value: dict[str, Any]) -> dict[str, Any]:
+    """An item's value checked as storable JSON (both stores serialize it with orjson)."""
+    check_values(value, "value", nul=False)  # PostgreSQL's jsonb holds no NUL
+    check_filter_ints(value, "value")  # orjson and SQL integers stop at 64 bits
+    return value
 
 
 def _filter(value: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -139,6 +149,7 @@ def _filter(value: dict[str, Any] | None) -> dict[str, Any] | None:
             if unknown or not condition:
                 ops = ", ".join(sorted(_FILTER_OPS))
                 raise RequestFieldError(f"filter.{key}", f"operators are {ops}; got {unknown}")
+    check_values(value, "filter", nul=False)
     check_filter_ints(value, "filter")
     return value
 
@@ -187,11 +198,12 @@ def _store(gateway: Gateway) -> BaseStore:
 async def put_item(body: StorePut, gateway: GatewayDep, identity: IdentityDep) -> Response:
     """Store or replace an item (`client.store.put_item`); 204."""
     namespace, key = _labels(body.namespace, "namespace"), _key(body.key)
+    value = _value(body.value)
     async with _database("write the item"):
         await _store(gateway).aput(
             (store_tenant_label(identity), *namespace),
             key,
-            body.value,
+            value,
             index=body.index,
             ttl=body.ttl,
         )

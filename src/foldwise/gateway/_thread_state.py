@@ -38,6 +38,7 @@ from foldwise.gateway._schemas import (
     StateAtCheckpoint,
     StateUpdate,
     check_filter_ints,
+    checkpoint_id_checked,
 )
 from foldwise.gateway._serde import JSONResponse, jsonable
 from foldwise.gateway.storage import ThreadRecord
@@ -116,6 +117,7 @@ async def _state_at(
     gateway: Gateway, thread_id: str, checkpoint_id: str, identity: str
 ) -> Response:
     record = await require_thread(gateway, thread_id, identity)
+    checkpoint_id_checked(checkpoint_id, "checkpoint_id")
     await _require_checkpoint(gateway, thread_id, checkpoint_id)
     graph = gateway.agent_for(record).graph
     snapshot = await graph.aget_state(_config(thread_id, checkpoint_id))
