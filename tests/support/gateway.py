@@ -67,6 +67,7 @@ def scripted_factory(
             tools=list(tools),
             checkpointer=request.checkpointer,
             system_prompt=system_prompt,
+            memory_worker=False,  # the gateway runs one per process, as its default factory
         )
         return HostedAgent(graph, system_prompt=system_prompt)
 
