@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import random
 import time
@@ -50,6 +51,7 @@ from foldwise.bench._reliability import AreaOptions, AreaResult, Finding, area_c
 __all__ = ["LoadSizes", "run", "run_backends", "run_many_threads"]
 
 BACKENDS = ("sqlite", "postgres")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,14 @@ def _backend_rows(backend: str, options: AreaOptions) -> list[AreaResult]:
         row.area = "load " + names[row.area]
         row.command = area_command("load", options, *_pg_flag(backend))
     rows[-1].violations.extend(server_findings)  # the server's exit covers all three
+    for row in rows:
+        logger.info(
+            "%s: %d cases, %d violations, %.0f s",
+            row.area,
+            row.cases,
+            len(row.violations),
+            row.seconds,
+        )
     return rows
 
 

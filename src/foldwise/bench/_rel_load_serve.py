@@ -3,7 +3,7 @@
 `stub_process` starts `foldwise.bench._rel_load_stub` (as a script) and yields its URL (its
 figures land in `StubProcess.figures` once it stops). `served` writes a `foldwise.yaml` pointing
 `langchain_openai:ChatOpenAI` at the stub, with a small context window so long threads compact
-every few turns, starts ``python -m foldwise.cli serve`` on a free loopback port and yields the
+often, starts ``python -m foldwise.cli serve`` on a free loopback port and yields the
 `Server` (URL, pid, log). When it stops (SIGTERM) a non-zero exit or a traceback in its log
 is a finding. `RssSampler` reads the server's ``VmRSS`` from ``/proc/<pid>/status`` every
 second (no psutil). `fresh_postgres` gives a PostgreSQL URL with a new schema, dropped after.
@@ -44,8 +44,8 @@ __all__ = [
     "stub_process",
 ]
 
-CONTEXT_WINDOW = 6000
-TRIGGER_TOKENS = 1500
+CONTEXT_WINDOW = 8000
+TRIGGER_TOKENS = 3000
 _HIDDEN_ENV = ("OPENAI_", "ANTHROPIC_", "FOLDWISE_", "LANGSMITH_", "LANGCHAIN_")
 MIB = 1024 * 1024
 
@@ -106,7 +106,12 @@ def _free_port() -> int:
 
 
 def write_config(workdir: Path, stub_url: str, storage_url: str) -> Path:
-    """A `foldwise.yaml` on the stub: 6,000-token window, compaction above 1,500 tokens."""
+    """A `foldwise.yaml` on the stub: an 8,000-token window, compaction above 3,000 tokens.
+
+    Keep 2 messages; everything else as shipped (human messages kept verbatim, the default
+    anti-thrash minimum gain), so a long thread compacts every few turns until its kept human
+    messages fill the budget, and then whenever the budget requires.
+    """
     config = {
         "models": [
             {
@@ -124,7 +129,6 @@ def write_config(workdir: Path, stub_url: str, storage_url: str) -> Path:
             "trigger": {"type": "tokens", "value": TRIGGER_TOKENS},
             "keep": {"type": "messages", "value": 2},
             "reserved_output_tokens": 500,
-            "min_gain_tokens": 0,
         },
         "storage": {"url": storage_url},
         "offload": {"root": "artifacts"},
