@@ -115,6 +115,7 @@ def run_many_threads(server: Server, clients: int, seconds: float, seed: int) ->
     """L1: `clients` concurrent clients for `seconds`, then every thread audited."""
     tally = Tally("L1")
     sent: dict[str, list[str]] = {}
+    samples: list[int] = []
     rng = random.Random(seed)
     started = time.perf_counter()
 
@@ -136,7 +137,6 @@ def run_many_threads(server: Server, clients: int, seconds: float, seed: int) ->
         await _audit_all(server.url, tally, sent)
         return elapsed
 
-    samples: list[int] = []
     elapsed = asyncio.run(main())
     rss_note, rss_finding = flat_rss(samples, "L1")
     violations = [*tally.findings, *([rss_finding] if rss_finding else [])]

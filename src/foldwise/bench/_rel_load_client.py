@@ -116,15 +116,24 @@ async def _request(
         tally.find("no-5xx", f"POST {path} → {response.status_code}: {text[:_BODY_CHARS]}")
     values: dict[str, Any] | None = None
     if response.status_code < 300:
-        if kind == "stream":
-            for name, data in _sse_events(text):
-                if name == "error":
-                    tally.find("stream-error", f"POST {path}: error event {data[:_BODY_CHARS]}")
-                elif name == "values":
-                    values = json.loads(data)
-        else:
-            values = json.loads(text) if text else None
+        try:
+            values = _values(kind, path, text, tally)
+        except ValueError as error:
+            tally.find("body", f"POST {path}: unreadable body ({error}): {text[:_BODY_CHARS]}")
     return Outcome(response.status_code, response.headers, values, text)
+
+
+def _values(kind: str, path: str, text: str, tally: Tally) -> dict[str, Any] | None:
+    """The run's final values (the last `values` event of a stream); `error` events found."""
+    if kind != "stream":
+        return json.loads(text) if text else None
+    values = None
+    for name, data in _sse_events(text):
+        if name == "error":
+            tally.find("stream-error", f"POST {path}: error event {data[:_BODY_CHARS]}")
+        elif name == "values":
+            values = json.loads(data)
+    return values
 
 
 async def run_turn(
@@ -206,7 +215,8 @@ async def check_thread(
     ids: set[str] = set()
     markers, after = 0, 0
     while True:
-        page = await _get(client, tally, f"/threads/{thread_id}/transcript", after_seq=after)
+        path = f"/threads/{thread_id}/transcript"
+        page = await _get(client, tally, path, after_seq=after, limit=1000)
         if page is None:
             return None
         for entry in page["entries"]:
