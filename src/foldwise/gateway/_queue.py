@@ -19,6 +19,12 @@ A dead worker's runs, decided here: a run it had claimed but not moved to `runni
 until the thread's lease is free, then is finished `error` ("worker died during the run") by
 the next reader, claimer or start-up (`settle`, `RunManager.claim`, `recover`), and the thread
 goes back to `idle`. No run stays `running` for ever and no pending run is dropped.
+
+Within a worker, acceptances on one thread take turns (`submit` holds a per-thread lock until
+the run has started with its input recorded, or is queued with its input recorded), so the
+transcript lists the user messages in the order the runs will run: without it, a request
+queued while the first run was still starting, or two queued at once, recorded its input
+ahead of a run that ran before it.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 from langchain_core.messages import messages_from_dict, messages_to_dict
@@ -132,6 +138,7 @@ class RunQueue:
         self._started: dict[str, asyncio.Event] = {}
         self._subscribers: dict[str, list[tuple[EventBuffer, frozenset[str] | None]]] = {}
         self._chores: set[asyncio.Future[bool]] = set()
+        self._accepting: dict[str, tuple[asyncio.Lock, int]] = {}
         manager.on_idle = self.wake
 
     # -- acceptance ------------------------------------------------------------------------------
@@ -147,14 +154,30 @@ class RunQueue:
         Raises:
             BusyError: The thread is busy and the strategy is not `enqueue` (409).
         """
-        if strategy in ("interrupt", "rollback"):
-            await self.cancel_thread(spec.thread_id, strategy)
+        async with self._accept_turn(spec.thread_id):
+            if strategy in ("interrupt", "rollback"):
+                await self.cancel_thread(spec.thread_id, strategy)
+            try:
+                return await self.manager.start(spec, stream=stream)
+            except ThreadBusyError:
+                if strategy != "enqueue":
+                    raise
+            return await self.enqueue(spec)
+
+    @contextlib.asynccontextmanager
+    async def _accept_turn(self, thread_id: str) -> AsyncIterator[None]:
+        """Hold the thread's acceptance lock (one per thread, dropped when nobody waits)."""
+        lock, users = self._accepting.get(thread_id, (asyncio.Lock(), 0))
+        self._accepting[thread_id] = (lock, users + 1)
         try:
-            return await self.manager.start(spec, stream=stream)
-        except ThreadBusyError:
-            if strategy != "enqueue":
-                raise
-        return await self.enqueue(spec)
+            async with lock:
+                yield
+        finally:
+            lock, users = self._accepting[thread_id]
+            if users == 1:
+                del self._accepting[thread_id]
+            else:
+                self._accepting[thread_id] = (lock, users - 1)
 
     async def enqueue(self, spec: RunSpec) -> RunRecord:
         """Store the run `pending` and its input in the transcript; wake the dispatcher."""
