@@ -105,6 +105,89 @@ def test_a_3x_provider_in_a_4k_window_completes_a_12_call_tool_loop_async() -> N
     assert _overflows(model) <= 2
 
 
+def test_a_provider_counting_3x_less_in_a_smaller_window_than_configured_answers_every_turn(
+    tmp_path: Any,
+) -> None:
+    """The faults area's overcount case: the latest turn alone is over the window left after
+    the reserve *in estimate units*, so only the provider's own (lower) numbers make it fit."""
+    estimate = get_counter()
+    model = ScriptedChatModel(
+        default="noted",
+        usage=True,
+        context_window=6000,
+        input_token_counter=lambda ms: estimate.count_messages(ms, anchor=False) // 3,
+    )
+    model.profile = {"max_input_tokens": 128_000}
+    config = parse_config(
+        {
+            "summarization": {
+                "model_name": "extractive",
+                "trigger": {"type": "tokens", "value": 100_000},
+                "keep": {"type": "messages", "value": 2},
+            },
+            "offload": {"root": str(tmp_path)},
+        }
+    )
+    agent = foldwise.create_agent(config, model=model, checkpointer=InMemorySaver())
+    for turn in range(8):
+        note = HumanMessage(f"note {turn}: " + " ".join(f"w{turn}x{i}" for i in range(600)))
+        assert estimate.count_message(note) > 6000 - 4096  # alone over the estimate's budget
+        result = agent.invoke({"messages": [note]}, THREAD)
+        assert result["messages"][-1].content == "noted"
+    receipts = agent.get_state(THREAD).values["compactions"]
+    assert any(r["trigger"] == "overflow" for r in receipts)
+    refused = sum(
+        1 for r in model.requests if estimate.count_messages(r.messages, anchor=False) // 3 > 6000
+    )
+    assert refused <= 4
+
+
+def test_a_tool_result_the_provider_has_room_for_is_not_clipped_because_the_estimate_overcounts(
+    tmp_path: Any,
+) -> None:
+    """After a refusal from a provider counting 3x less, the retry is fitted in its units."""
+    estimate = get_counter()
+
+    @lc_tool
+    def fetch() -> str:
+        """Fetch the records."""
+        return " ".join(f"r{i}y{i % 7}" for i in range(600))
+
+    def brain(messages: list[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage("fetched")
+        if "fetch" in str(messages[-1].content):
+            return AIMessage("", tool_calls=[{"name": "fetch", "args": {}, "id": "c1"}])
+        return AIMessage("noted")
+
+    model = ScriptedChatModel(
+        default=brain,
+        usage=True,
+        context_window=6000,
+        input_token_counter=lambda ms: estimate.count_messages(ms, anchor=False) // 3,
+    )
+    model.profile = {"max_input_tokens": 128_000}
+    config = parse_config(
+        {
+            "summarization": {
+                "model_name": "extractive",
+                "trigger": {"type": "tokens", "value": 100_000},
+                "keep": {"type": "messages", "value": 2},
+            },
+            "offload": {"root": str(tmp_path)},
+        }
+    )
+    agent = foldwise.create_agent(config, model=model, tools=[fetch], checkpointer=InMemorySaver())
+    for turn in range(5):
+        note = f"note {turn}: " + " ".join(f"w{turn}x{i}" for i in range(600))
+        agent.invoke({"messages": [HumanMessage(note)]}, THREAD)
+    result = agent.invoke({"messages": [HumanMessage("now fetch the records")]}, THREAD)
+    assert result["messages"][-1].content == "fetched"
+    answered = model.requests[-1].messages
+    assert estimate.count_messages(answered, anchor=False) // 3 <= 6000 - 4096
+    assert not any("characters clipped" in str(m.content) for m in answered)
+
+
 def test_an_unfittable_request_fails_with_a_clear_error_after_bounded_retries() -> None:
     def refuse(messages: list[BaseMessage]) -> AIMessage:
         raise AssertionError("never answered")

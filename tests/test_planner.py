@@ -197,6 +197,27 @@ def test_preserve_human_over_budget_marks_oldest_for_offload() -> None:
     assert big1 in plan.preserved  # still verbatim until a store replaces it
 
 
+def test_over_budget_dense_user_input_whose_preview_is_no_smaller_is_summarized() -> None:
+    # One token a character: a 4,000-character preview costs 4,000+ tokens, so a 3,000-token
+    # message gains nothing behind one (it used to be kept, assumed to shrink to 1,500 tokens);
+    # a 6,000-token one still does.
+    medium, large, last = human("m" * 3000), human("l" * 6000), human("now")
+    msgs = [medium, ai("a"), large, ai("b"), last, ai("c"), ai("d")]
+    pol = policy(
+        trigger=None,
+        keep=("messages", 2),
+        preserve_human="all",
+        context_window=6000,
+        reserved_output_tokens=0,
+        summary_max_tokens=256,
+    )
+    plan = plan_compaction(msgs, policy=pol, counter=COUNTER)
+    assert plan is not None
+    assert medium in plan.to_summarize
+    assert large in plan.preserved
+    assert plan.human_overflow_ids == (large.id,)
+
+
 def test_everything_rescued_leaves_the_summary_alone() -> None:
     msgs = [reminder("date"), human("only request")]
     decision = decide_compaction(

@@ -9,7 +9,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from foldwise.compaction._cuts import Counts, NewestExchange
 from foldwise.compaction._policy import CompactionPolicy
-from foldwise.messages import ToolPairing, is_dynamic_reminder, is_real_user_message
+from foldwise.messages import ToolPairing, is_dynamic_reminder, is_real_user_message, message_text
 
 __all__ = [
     "OFFLOAD_WORTH_TOKENS",
@@ -24,6 +24,18 @@ OFFLOAD_WORTH_TOKENS = 1_500
 """A user message must be larger than this to be worth storing behind a preview: the preview
 (4,000 characters by default) plus its notice is about this size. Smaller ones that no longer
 fit are summarized instead; the compaction archive keeps them verbatim and searchable."""
+_PREVIEW_CHARS = 4_000 + 500
+"""The default preview (`offload.preview_chars`) plus the notice above it, in characters."""
+
+
+def _stored_tokens(message: BaseMessage, tokens: int) -> int:
+    """Tokens of `message` once stored behind a preview (a message larger is worth storing).
+
+    `OFFLOAD_WORTH_TOKENS`, or more for text denser than about three characters a token (CJK,
+    indented JSON, rare words): its 4,000-character preview costs what those characters do.
+    """
+    chars = len(message_text(message))
+    return max(OFFLOAD_WORTH_TOKENS, tokens * _PREVIEW_CHARS // chars) if chars else tokens
 
 
 @dataclass(frozen=True)
@@ -98,8 +110,9 @@ def demote_for_budget(
         if index == latest_user or not is_real_user_message(messages[index]):
             continue
         size = counts[index]
-        if size > OFFLOAD_WORTH_TOKENS:
-            excess -= size - OFFLOAD_WORTH_TOKENS  # stored behind a preview instead
+        stored = _stored_tokens(messages[index], size)
+        if size > stored:
+            excess -= size - stored  # stored behind a preview instead
             continue
         rescued.remove(index)
         demoted.append(index)
@@ -133,11 +146,10 @@ def human_overflow(
     for index in human:
         if human_tokens <= policy.preserve_human_max_tokens and excess <= 0:
             break
-        if human_tokens <= policy.preserve_human_max_tokens and counts[index] <= (
-            OFFLOAD_WORTH_TOKENS
-        ):
+        stored = _stored_tokens(messages[index], counts[index])
+        if human_tokens <= policy.preserve_human_max_tokens and counts[index] <= stored:
             continue  # budget pressure only: too small to be worth a preview
-        excess -= counts[index] - OFFLOAD_WORTH_TOKENS
+        excess -= max(0, counts[index] - stored)
         overflow.append(str(messages[index].id))
         human_tokens -= counts[index]
     return tuple(overflow)

@@ -176,7 +176,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         self, key: str, messages: Sequence[BaseMessage], static: int, summary: str | None
     ) -> CompactionPolicy:
         """The window as is when the count is anchored on provider usage, else calibrated."""
-        if self.calibration.scale(key) <= 1.0:
+        if self.calibration.scale(key) == 1.0:
             return self.policy
         rendered = summary_for_context(summary) if summary else ""
         count = self.counter.count_request(
@@ -405,7 +405,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             scale,
         )
         window = limit or self.policy.context_window or int(estimated * current)
-        return self.calibration.policy_for(key, window)
+        return self.calibration.retry_policy(key, window, counted)
 
     def _overflow_compaction_steps(
         self, request: ModelRequest[Any], policy: CompactionPolicy
