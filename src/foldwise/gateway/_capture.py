@@ -22,6 +22,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from foldwise._crash import crash_point
 from foldwise.gateway._leases import Lease
 from foldwise.gateway._messages import message_record, visible
 from foldwise.gateway.storage import GatewayStorage, TranscriptEvent, validate_run_id
@@ -147,7 +148,9 @@ class TranscriptRecorder:
         events = self._events(fresh, self.run_id)
         if events:
             await self._fence()
+            crash_point("transcript.before")  # tests only
             await self.storage.append_transcript(self.thread_id, events)
+            crash_point("transcript.after")  # tests only
         self.known_messages.update(str(m.id) for m in fresh)
         return len(events)
 
@@ -211,7 +214,9 @@ class TranscriptRecorder:
         ids = {str(m.id) for m in state if m.id is not None}
         events = self._events(state, None) + self._events(self._fresh(inputs), self.run_id)
         if events:
+            crash_point("transcript.before")  # tests only
             written = await self.storage.append_transcript(self.thread_id, events)
+            crash_point("transcript.after")  # tests only
             recovered += sum(1 for e in written if e.message_id in ids)
         self.known_messages.update(ids)
         self.known_messages.update(str(m.id) for m in inputs if m.id is not None)
@@ -228,8 +233,10 @@ class TranscriptRecorder:
     async def values(self, values: Mapping[str, Any]) -> None:
         """Record a streamed state: new receipts first (they happened before), then messages."""
         for receipt in values.get("compactions") or []:
-            if isinstance(receipt, Mapping):
-                await self.receipt(receipt, latest_summary(values, receipt))
+            if isinstance(receipt, Mapping) and receipt.get("id") not in self.known_receipts:
+                crash_point("receipt.auto.before")  # tests only
+                if await self.receipt(receipt, latest_summary(values, receipt)):
+                    crash_point("receipt.auto.after")  # tests only
         messages = values.get("messages") or []
         await self.messages([m for m in messages if isinstance(m, BaseMessage)])
 

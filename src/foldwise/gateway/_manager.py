@@ -22,6 +22,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from foldwise._crash import crash_point
 from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
 from foldwise.gateway._active import ActiveRun, RunSpec
@@ -128,7 +129,9 @@ class RunManager:
         """
         recorder = TranscriptRecorder(self.storage, thread_id, operation_id)
         await pause_after_checkpoint(graph, recorder, {"compactions": [receipt]})  # tests only
+        crash_point("receipt.manual.before")  # tests only
         await recorder.receipt(receipt, summary_text)
+        crash_point("receipt.manual.after")  # tests only
 
     @asynccontextmanager
     async def exclusive(
@@ -416,7 +419,9 @@ class RunManager:
         try:
             undo = run.rollback and not run.lease_lost
             if not (undo and await revert_run(run, config, self.storage)):
+                crash_point("run.finish.before")  # tests only
                 await self.storage.finish_run(run.run_id, status, str(error) if error else None)
+                crash_point("run.finish.after")  # tests only
             # Runs still queued keep the thread busy (listings filter on the stored status).
             waiting = await self.storage.thread_pending_runs(run.thread_id)
             after: ThreadStatus = "busy" if waiting else "error" if status == "error" else "idle"
