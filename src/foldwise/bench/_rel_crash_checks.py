@@ -127,20 +127,26 @@ def provider_pairing(requests: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _new_run(
     client: httpx.Client, thread_id: str, message_id: str, deadline: float
-) -> tuple[httpx.Response | None, float]:
-    """Send a run until the thread accepts it or `deadline`; the answer and when it started."""
+) -> tuple[httpx.Response | None, float, str]:
+    """Send a run until the thread accepts it or `deadline`.
+
+    Returns the answer, when its request started and the last refusal (409) seen.
+    """
     body = {"assistant_id": "agent", "input": user_message(message_id, "Hello again after it.")}
+    refused = ""
     while True:
         started = time.time()
         try:
             answer = client.post(f"/threads/{thread_id}/runs/wait", json=body)
-        except httpx.TransportError:
-            answer = None
+        except httpx.TransportError as error:
+            answer, refused = None, repr(error)
         if answer is not None and answer.status_code != 409:
-            return answer, started
+            return answer, started, refused
+        if answer is not None:
+            refused = answer.text[:160]
         if time.time() > deadline:
-            return answer, started
-        time.sleep(0.2)
+            return answer, started, refused
+        time.sleep(0.1)
 
 
 def _i3(
@@ -155,7 +161,16 @@ def _i3(
     markers = [e for e in entries if e["kind"] == "compaction"]
     marked = [str(e["message"].get("receipt_id")) for e in markers]
     if not (sorted(in_state) == sorted(stored) == sorted(marked)):
-        problems.append(f"receipts: state {in_state}, stored {stored}, markers {marked}")
+        every = set(in_state) | set(stored) | set(marked)
+        odd = {
+            r: "".join(
+                flag if r in where else "-"
+                for flag, where in (("S", in_state), ("R", stored), ("M", marked))
+            )
+            for r in sorted(every)
+        }
+        half = {r: f for r, f in odd.items() if f != "SRM"}
+        problems.append(f"receipts not in all of state/receipts/markers (SRM): {half}")
     if len(set(marked)) != len(marked) or len(set(stored)) != len(stored):
         problems.append(f"a receipt recorded twice: stored {stored}, markers {marked}")
     summary = state.get("summary_text")
@@ -180,14 +195,15 @@ def _check_thread(
 ) -> list[Finding]:
     found: list[Finding] = []
     probe = f"probe-{case}-{thread_id}"[:120]
-    answer, started = _new_run(client, thread_id, probe, kill_time + ttl + 10)
+    answer, started, refused = _new_run(client, thread_id, probe, kill_time + ttl + 10)
     if answer is None or answer.status_code != 200:
         detail = "no answer" if answer is None else f"{answer.status_code} {answer.text[:160]}"
         return [Finding(case, "I4", f"thread {thread_id}: a new run failed: {detail}")]
     ledger.accept(thread_id, probe)
     if started > kill_time + ttl + _I5_ALLOWANCE:
         late = started - kill_time
-        found.append(Finding(case, "I5", f"thread {thread_id} blocked {late:.1f} s (TTL {ttl})"))
+        detail = f"thread {thread_id} blocked {late:.1f} s (TTL {ttl}); last refusal: {refused}"
+        found.append(Finding(case, "I5", detail))
     state = client.get(f"/threads/{thread_id}/state").json()["values"]
     entries = _transcript(client, thread_id)
     receipts = client.get(f"/threads/{thread_id}/compactions").json()

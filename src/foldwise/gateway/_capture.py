@@ -12,10 +12,17 @@ that when the next run or compaction of the thread starts: it compares the state
 transcript and receipts tables (never with what the state says was seen) and writes what is
 missing, receipts (with their markers) first, then messages in state order, before anything of
 the new run. Recovered entries carry the run id of the receipt when it names one, else none.
+
+The other way round matters too: LangGraph streams a step's values before it saves the step's
+checkpoint, so a receipt recorded as soon as it streams could name a compaction that a crash
+then loses from the state (a marker and a receipt for a summary the thread never got).
+`committed_values` therefore holds a streamed state back until the thread's checkpoint holds
+its new receipts; one the checkpoint never shows is left to `reconcile`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -27,11 +34,14 @@ from foldwise.gateway._leases import Lease
 from foldwise.gateway._messages import message_record, visible
 from foldwise.gateway.storage import GatewayStorage, TranscriptEvent, validate_run_id
 
-__all__ = ["TranscriptRecorder", "compaction_marker", "latest_summary"]
+__all__ = ["TranscriptRecorder", "committed_values", "compaction_marker", "latest_summary"]
 
 logger = logging.getLogger(__name__)
 
 _RECEIPT_PAGE = 1000
+COMMIT_WAIT_SECONDS = 10.0
+"""How long a streamed receipt waits for the checkpoint that holds it."""
+_COMMIT_POLL_SECONDS = 0.01
 
 
 def compaction_marker(
@@ -263,3 +273,50 @@ def _run_id_or_none(value: Any) -> str | None:
         return validate_run_id(value)
     except ValueError:
         return None
+
+
+def _receipt_ids(values: Mapping[str, Any]) -> set[str]:
+    return {
+        str(r.get("id"))
+        for r in values.get("compactions") or []
+        if isinstance(r, Mapping) and isinstance(r.get("id"), str)
+    }
+
+
+async def committed_values(
+    graph: Any,
+    recorder: TranscriptRecorder,
+    values: Mapping[str, Any],
+    *,
+    wait_seconds: float = COMMIT_WAIT_SECONDS,
+) -> Mapping[str, Any]:
+    """`values` once the thread's checkpoint holds its new receipts (see the module docstring).
+
+    Returns `values` itself when it adds no receipt or the checkpoint holds them all; else
+    (the checkpoint did not show one within `wait_seconds`) `values` without the missing
+    receipts, which `reconcile` records at the next run if the checkpoint has them by then.
+    """
+    fresh = _receipt_ids(values) - recorder.known_receipts
+    if not fresh:
+        return values
+    config = {"configurable": {"thread_id": recorder.thread_id}}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_seconds
+    while True:
+        held = _receipt_ids((await graph.aget_state(config)).values or {})
+        if fresh <= held:
+            return values
+        if loop.time() >= deadline:
+            break
+        await asyncio.sleep(_COMMIT_POLL_SECONDS)
+    logger.warning(
+        "thread %s: compaction receipt(s) %s never reached the checkpoint; not recorded",
+        recorder.thread_id,
+        sorted(fresh - held),
+    )
+    kept = [
+        r
+        for r in values.get("compactions") or []
+        if not (isinstance(r, Mapping) and r.get("id") in fresh - held)
+    ]
+    return {**values, "compactions": kept}

@@ -26,7 +26,7 @@ from foldwise._crash import crash_point
 from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
 from foldwise.gateway._active import ActiveRun, RunSpec
-from foldwise.gateway._capture import TranscriptRecorder
+from foldwise.gateway._capture import TranscriptRecorder, committed_values
 from foldwise.gateway._errors import (
     BusyError,
     GatewayClosingError,
@@ -370,8 +370,10 @@ class RunManager:
         if isinstance(chunk, Mapping) and set(chunk) == {_INTERRUPT}:
             run.final_values = {**(run.final_values or {}), **chunk}
             return
-        await pause_after_checkpoint(run.spec.hosted.graph, run.recorder, chunk)  # tests only
-        await run.recorder.values(chunk)
+        graph = run.spec.hosted.graph
+        await pause_after_checkpoint(graph, run.recorder, chunk)  # tests only
+        # Streamed before its checkpoint is saved: receipts wait for it (`committed_values`).
+        await run.recorder.values(await committed_values(graph, run.recorder, chunk))
         run.final_values = chunk
 
     async def _consume(self, run: ActiveRun, config: RunnableConfig) -> None:
