@@ -13,6 +13,7 @@ from foldwise._crash import CRASH_POINTS
 from foldwise.bench._rel_crash import SHORT_CASES, plan_cases, run
 from foldwise.bench._rel_crash_checks import _i3, _pairing, _state_events, provider_pairing
 from foldwise.bench._reliability import AreaOptions
+from foldwise.compaction._receipt import MAX_RECEIPTS
 
 
 def test_short_form_kills_at_20_named_points_without_a_violation(tmp_path: Path) -> None:
@@ -64,3 +65,13 @@ def test_i3_finds_a_half_applied_compaction() -> None:
     ]
     # ...but a dead run's recorded input that never reached the state is not a removal.
     assert _i3({"messages": []}, [], [message], {"r1": "error"}) == []
+
+
+def test_i3_allows_receipts_the_state_no_longer_keeps() -> None:
+    stored = [{"id": f"cmp_{i}"} for i in range(MAX_RECEIPTS + 1)]
+    markers = [{"kind": "compaction", "message": {"receipt_id": r["id"]}} for r in stored]
+    state = {"compactions": stored[1:], "summary_text": "S", "messages": []}
+    assert _i3(state, stored, markers, {}) == []
+    # The newest receipt missing from the state is a half-applied compaction, not a trim.
+    state = {"compactions": stored[:-1], "summary_text": "S", "messages": []}
+    assert _i3(state, stored, markers, {})
