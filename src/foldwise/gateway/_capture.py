@@ -18,6 +18,10 @@ checkpoint, so a receipt recorded as soon as it streams could name a compaction 
 then loses from the state (a marker and a receipt for a summary the thread never got).
 `committed_values` therefore holds a streamed state back until the thread's checkpoint holds
 its new receipts; one the checkpoint never shows is left to `reconcile`.
+
+"The checkpoint holds" means the checkpoint itself (`checkpoint_values`): LangGraph's live
+`aget_state` adds the writes of tasks that finished after it, and a run started with new input
+discards exactly those, so a message or receipt read there may never be part of the thread.
 """
 
 from __future__ import annotations
@@ -34,7 +38,13 @@ from foldwise.gateway._leases import Lease
 from foldwise.gateway._messages import message_record, visible
 from foldwise.gateway.storage import GatewayStorage, TranscriptEvent, validate_run_id
 
-__all__ = ["TranscriptRecorder", "committed_values", "compaction_marker", "latest_summary"]
+__all__ = [
+    "TranscriptRecorder",
+    "checkpoint_snapshot",
+    "committed_values",
+    "compaction_marker",
+    "latest_summary",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -303,7 +313,7 @@ async def committed_values(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_seconds
     while True:
-        held = _receipt_ids((await graph.aget_state(config)).values or {})
+        held = _receipt_ids((await checkpoint_snapshot(graph, config)).values or {})
         if fresh <= held:
             return values
         if loop.time() >= deadline:
@@ -320,3 +330,21 @@ async def committed_values(
         if not (isinstance(r, Mapping) and r.get("id") in fresh - held)
     ]
     return {**values, "compactions": kept}
+
+
+async def checkpoint_snapshot(graph: Any, config: Mapping[str, Any]) -> Any:
+    """The thread's head as its checkpoint holds it, without the writes of finished tasks.
+
+    LangGraph's live `aget_state` applies the writes of the tasks that finished after the head
+    checkpoint was saved (a process killed before the next checkpoint leaves them); a run
+    started with new input discards those writes. Reading the head checkpoint by id gives the
+    state such a run continues from.
+    """
+    head = await graph.aget_state(config)
+    checkpoint_id = ((getattr(head, "config", None) or {}).get("configurable") or {}).get(
+        "checkpoint_id"
+    )
+    if checkpoint_id is None or not getattr(head, "tasks", ()):
+        return head
+    configurable = {**(config.get("configurable") or {}), "checkpoint_id": checkpoint_id}
+    return await graph.aget_state({**config, "configurable": configurable})

@@ -26,7 +26,7 @@ from foldwise._crash import crash_point
 from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
 from foldwise.gateway._active import ActiveRun, RunSpec
-from foldwise.gateway._capture import TranscriptRecorder, committed_values
+from foldwise.gateway._capture import TranscriptRecorder, checkpoint_snapshot, committed_values
 from foldwise.gateway._errors import (
     BusyError,
     GatewayClosingError,
@@ -111,7 +111,7 @@ class RunManager:
         `exclusive(..., graph=)` calls it before a compaction removes messages from the state;
         a run does the same in `start`. Returns how many messages and receipts were missing.
         """
-        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        snapshot = await checkpoint_snapshot(graph, {"configurable": {"thread_id": thread_id}})
         recorder = TranscriptRecorder(self.storage, thread_id, None)
         return await recorder.reconcile(snapshot.values or {})
 
@@ -224,6 +224,10 @@ class RunManager:
         graph = spec.hosted.graph
         head = await graph.aget_state(config)
         snapshot = head
+        if spec.messages and spec.command is None and head.tasks:
+            # New input discards what tasks finished after the head checkpoint (a crash
+            # left): the run, its repairs and the transcript start from the checkpoint.
+            snapshot = await checkpoint_snapshot(graph, config)
         if spec.checkpoint_id is not None and spec.checkpoint_id != head_id(head):
             config = at_checkpoint(config, spec.checkpoint_id)
             snapshot = await graph.aget_state(config)
