@@ -91,7 +91,8 @@ def plan_cases(count: int, seed: int, *, named_only: bool) -> list[Case]:
         point = points[named % len(points)]
         # Manual compactions come once every five operations: their points' early hits only.
         rare = point.startswith(("receipt.manual", "compact.finish"))
-        nth = (named // len(points)) % (2 if rare else 4) + 1 + rng.randrange(2)
+        nth = (named // len(points)) % 2 + 1 if rare else (named // len(points)) % 4 + 1
+        nth += 0 if rare else rng.randrange(2)
         cases.append(Case(f"{point}:{nth}", point=point, nth=nth))
         named += 1
     return cases
@@ -162,8 +163,9 @@ class _Driver:
             self._stream(client, message_id, f"report q{self.op} please")
         elif kind == 2:
             self._background(client, message_id, f"Please note item {self.op}. {_FILLER[:600]}")
-        elif kind == 3:  # forced every other time, so manual receipts are written too
-            body = {"force": self.op % 10 < 5}
+        elif kind == 3:  # every other time keeping 2 messages, so manual receipts are written
+            forced = self.op % 10 < 5
+            body = {"force": True, "keep": {"type": "messages", "value": 2}} if forced else {}
             client.post(f"/threads/{self.thread_id}/compact", json=body)
         else:
             self._post(client, "/runs/wait", message_id, f"Long context {self.op}: {_FILLER}")
