@@ -222,7 +222,9 @@ def serve(
         if host is not None:  # the bound host is one of the default allowed Host names
             gateway = config.gateway.model_copy(update={"host": host})
             config = config.model_copy(update={"gateway": gateway})
-        create_agent(config)  # a model or tool that cannot be built: one line, exit 2
+        # A model or tool that cannot be built: one line, exit 2 (no memory worker: the
+        # gateway runs its own; a second one here would race its start-up on the database).
+        create_agent(config, memory_worker=False)
         application = create_app(config)
     options = _options(config, host, port, log_level.value)
     _warn_if_open(config, options["host"])

@@ -353,6 +353,9 @@ class GatewayConfig(_Strict):
     """Accepted `Host` names (`*.example.com`, `*` for any); default: loopback and the bind host."""
     auth: GatewayAuthConfig = GatewayAuthConfig()
     """API keys or an authenticator; without them, one local identity (bind loopback only)."""
+    lease_ttl_seconds: float = Field(default=30.0, ge=1, le=3600)
+    """Seconds a thread lease lasts without renewal (renewed every third): how long the threads
+    of a worker that died stay blocked."""
 
 
 class FoldwiseConfig(_Strict):

@@ -41,7 +41,7 @@ from foldwise.gateway._http import (
     add_cors,
 )
 from foldwise.gateway._langgraph_store import open_store
-from foldwise.gateway._leases import DEFAULT_LEASE_TTL, ThreadLeases
+from foldwise.gateway._leases import ThreadLeases
 from foldwise.gateway._limits import BodyLimitMiddleware
 from foldwise.gateway._manager import RunManager
 from foldwise.gateway._memory import router as memory_routes
@@ -143,7 +143,7 @@ def create_app(
     config: FoldwiseConfig,
     *,
     agent_factory: AgentFactory | None = None,
-    lease_ttl_seconds: float = DEFAULT_LEASE_TTL,
+    lease_ttl_seconds: float | None = None,
     shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE,
     stream_buffer_events: int = DEFAULT_STREAM_BUFFER_EVENTS,
     stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES,
@@ -156,7 +156,8 @@ def create_app(
         agent_factory: Builds the agents (default: `foldwise.create_agent` from the config).
             It receives an `AgentRequest` and returns a compiled graph or a `HostedAgent`; the
             graph must use the request's checkpointer.
-        lease_ttl_seconds: How long a thread lease lasts without renewal (renewed every third).
+        lease_ttl_seconds: How long a thread lease lasts without renewal (renewed every third);
+            `None`: `gateway.lease_ttl_seconds`.
         shutdown_grace_seconds: How long runs may finish on shutdown before being cancelled.
         stream_buffer_events: Frames an SSE client may lag by before its stream ends (error).
         stream_buffer_bytes: Bytes of frames an SSE client may fall behind by, likewise.
@@ -175,7 +176,9 @@ def create_app(
                 manager, outbox, worker = memory or (None, None, None)
                 agents = AgentRegistry(config, checkpointer, agent_factory, memory_worker=worker)
                 agents.get()  # fail at start-up on a broken model or tool configuration
-                leases = ThreadLeases(storage, ttl=lease_ttl_seconds)
+                leases = ThreadLeases(
+                    storage, ttl=lease_ttl_seconds or config.gateway.lease_ttl_seconds
+                )
                 new_buffer = partial(
                     EventBuffer, max_events=stream_buffer_events, max_bytes=stream_buffer_bytes
                 )

@@ -12,25 +12,46 @@ that when the next run or compaction of the thread starts: it compares the state
 transcript and receipts tables (never with what the state says was seen) and writes what is
 missing, receipts (with their markers) first, then messages in state order, before anything of
 the new run. Recovered entries carry the run id of the receipt when it names one, else none.
+
+The other way round matters too: LangGraph streams a step's values before it saves the step's
+checkpoint, so a receipt recorded as soon as it streams could name a compaction that a crash
+then loses from the state (a marker and a receipt for a summary the thread never got).
+`committed_values` therefore holds a streamed state back until the thread's checkpoint holds
+its new receipts; one the checkpoint never shows is left to `reconcile`.
+
+"The checkpoint holds" means the checkpoint itself (`checkpoint_values`): LangGraph's live
+`aget_state` adds the writes of tasks that finished after it, and a run started with new input
+discards exactly those, so a message or receipt read there may never be part of the thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from foldwise._crash import crash_point
 from foldwise.gateway._leases import Lease
 from foldwise.gateway._messages import message_record, visible
 from foldwise.gateway.storage import GatewayStorage, TranscriptEvent, validate_run_id
 
-__all__ = ["TranscriptRecorder", "compaction_marker", "latest_summary"]
+__all__ = [
+    "TranscriptRecorder",
+    "checkpoint_snapshot",
+    "committed_values",
+    "compaction_marker",
+    "latest_summary",
+]
 
 logger = logging.getLogger(__name__)
 
 _RECEIPT_PAGE = 1000
+COMMIT_WAIT_SECONDS = 10.0
+"""How long a streamed receipt waits for the checkpoint that holds it."""
+_COMMIT_POLL_SECONDS = 0.01
 
 
 def compaction_marker(
@@ -147,7 +168,9 @@ class TranscriptRecorder:
         events = self._events(fresh, self.run_id)
         if events:
             await self._fence()
+            crash_point("transcript.before")  # tests only
             await self.storage.append_transcript(self.thread_id, events)
+            crash_point("transcript.after")  # tests only
         self.known_messages.update(str(m.id) for m in fresh)
         return len(events)
 
@@ -211,7 +234,9 @@ class TranscriptRecorder:
         ids = {str(m.id) for m in state if m.id is not None}
         events = self._events(state, None) + self._events(self._fresh(inputs), self.run_id)
         if events:
+            crash_point("transcript.before")  # tests only
             written = await self.storage.append_transcript(self.thread_id, events)
+            crash_point("transcript.after")  # tests only
             recovered += sum(1 for e in written if e.message_id in ids)
         self.known_messages.update(ids)
         self.known_messages.update(str(m.id) for m in inputs if m.id is not None)
@@ -228,8 +253,10 @@ class TranscriptRecorder:
     async def values(self, values: Mapping[str, Any]) -> None:
         """Record a streamed state: new receipts first (they happened before), then messages."""
         for receipt in values.get("compactions") or []:
-            if isinstance(receipt, Mapping):
-                await self.receipt(receipt, latest_summary(values, receipt))
+            if isinstance(receipt, Mapping) and receipt.get("id") not in self.known_receipts:
+                crash_point("receipt.auto.before")  # tests only
+                if await self.receipt(receipt, latest_summary(values, receipt)):
+                    crash_point("receipt.auto.after")  # tests only
         messages = values.get("messages") or []
         await self.messages([m for m in messages if isinstance(m, BaseMessage)])
 
@@ -256,3 +283,68 @@ def _run_id_or_none(value: Any) -> str | None:
         return validate_run_id(value)
     except ValueError:
         return None
+
+
+def _receipt_ids(values: Mapping[str, Any]) -> set[str]:
+    return {
+        str(r.get("id"))
+        for r in values.get("compactions") or []
+        if isinstance(r, Mapping) and isinstance(r.get("id"), str)
+    }
+
+
+async def committed_values(
+    graph: Any,
+    recorder: TranscriptRecorder,
+    values: Mapping[str, Any],
+    *,
+    wait_seconds: float = COMMIT_WAIT_SECONDS,
+) -> Mapping[str, Any]:
+    """`values` once the thread's checkpoint holds its new receipts (see the module docstring).
+
+    Returns `values` itself when it adds no receipt or the checkpoint holds them all; else
+    (the checkpoint did not show one within `wait_seconds`) `values` without the missing
+    receipts, which `reconcile` records at the next run if the checkpoint has them by then.
+    """
+    fresh = _receipt_ids(values) - recorder.known_receipts
+    if not fresh:
+        return values
+    config = {"configurable": {"thread_id": recorder.thread_id}}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_seconds
+    while True:
+        held = _receipt_ids((await checkpoint_snapshot(graph, config)).values or {})
+        if fresh <= held:
+            return values
+        if loop.time() >= deadline:
+            break
+        await asyncio.sleep(_COMMIT_POLL_SECONDS)
+    logger.warning(
+        "thread %s: compaction receipt(s) %s never reached the checkpoint; not recorded",
+        recorder.thread_id,
+        sorted(fresh - held),
+    )
+    kept = [
+        r
+        for r in values.get("compactions") or []
+        if not (isinstance(r, Mapping) and r.get("id") in fresh - held)
+    ]
+    return {**values, "compactions": kept}
+
+
+async def checkpoint_snapshot(graph: Any, config: Mapping[str, Any]) -> Any:
+    """The thread's head as its checkpoint holds it, without the writes of finished tasks.
+
+    LangGraph's live `aget_state` applies the writes of the tasks that finished after the head
+    checkpoint was saved (a process killed before the next checkpoint leaves them); a run
+    started with new input discards those writes. Reading the head checkpoint by id gives the
+    state such a run continues from.
+    """
+    head = await graph.aget_state(config)
+    checkpoint_id = ((getattr(head, "config", None) or {}).get("configurable") or {}).get(
+        "checkpoint_id"
+    )
+    if checkpoint_id is None or not getattr(head, "tasks", ()):
+        return head
+    configurable = {**(config.get("configurable") or {}), "checkpoint_id": checkpoint_id}
+    return await graph.aget_state({**config, "configurable": configurable})

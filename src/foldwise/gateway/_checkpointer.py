@@ -51,6 +51,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from foldwise._crash import crash_point
 from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage import SqlGatewayStorage, open_storage
 from foldwise.gateway.storage._sqlite import rollback
@@ -129,8 +130,11 @@ class FencedWrites(BaseCheckpointSaver[str]):
         lease = lease_of(config)
         if lease is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
+        crash_point("checkpoint.before")  # tests only
         async with self._fenced(lease) as writer:
-            return await writer.aput(config, checkpoint, metadata, new_versions)
+            saved = await writer.aput(config, checkpoint, metadata, new_versions)
+        crash_point("checkpoint.after")  # tests only
+        return saved
 
     async def aput_writes(
         self,
@@ -144,8 +148,10 @@ class FencedWrites(BaseCheckpointSaver[str]):
         if lease is None:
             await super().aput_writes(config, writes, task_id, task_path)
             return
+        crash_point("writes.before")  # tests only
         async with self._fenced(lease) as writer:
             await writer.aput_writes(config, writes, task_id, task_path)
+        crash_point("writes.after")  # tests only
 
 
 class FencedSqliteSaver(FencedWrites, AsyncSqliteSaver):

@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
+from foldwise._crash import crash_point
 from foldwise._manual import acompact_thread_outcome
 from foldwise.compaction import CompactionOutcome
 from foldwise.errors import CompactionDisabledError, ThreadBusyError, ThreadNotFoundError
@@ -150,7 +151,9 @@ async def compact_thread(
             error_text = str(error)
             raise
         finally:
+            crash_point("compact.finish.before")  # tests only
             await storage.finish_run(operation_id, status, error_text)
+            crash_point("compact.finish.after")  # tests only
     snapshot = await hosted.graph.aget_state(config)
     messages = (snapshot.values or {}).get("messages") or []
     checkpoint_id = (snapshot.config.get("configurable") or {}).get("checkpoint_id")

@@ -7,6 +7,12 @@ receipt that is not yet in the transcript or receipts tables, the process writes
 sleeps instead of writing them. The test waits for the file, SIGKILLs the process and checks that
 the next run or compaction on the same database records what the state kept. Unset (always, in
 real deployments), `pause_after_checkpoint` returns at once.
+
+`crash_point` (from `foldwise._crash`, where the core packages can reach it too) is the other
+test-only hook: `FOLDWISE_TEST_CRASH_AT=<point>[:<nth>]` makes the process SIGKILL itself at a
+named point (before/after a checkpoint commit, a transcript or receipt write, a run row's
+finish, a lease acquire/release, a memory outbox claim/apply, an artifact write). The reliability
+campaign (`foldwise bench reliability --area crash`) uses it; unset, it is a no-op.
 """
 
 from __future__ import annotations
@@ -20,9 +26,16 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from foldwise._crash import CRASH_AT_ENV, CRASH_POINTS, crash_point
 from foldwise.gateway._capture import TranscriptRecorder
 
-__all__ = ["PAUSE_AFTER_CHECKPOINT_ENV", "pause_after_checkpoint"]
+__all__ = [
+    "CRASH_AT_ENV",
+    "CRASH_POINTS",
+    "PAUSE_AFTER_CHECKPOINT_ENV",
+    "crash_point",
+    "pause_after_checkpoint",
+]
 
 logger = logging.getLogger(__name__)
 

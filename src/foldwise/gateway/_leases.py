@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from foldwise._crash import crash_point
 from foldwise.errors import StorageError
 from foldwise.gateway._errors import BusyError, LeaseLostError
 from foldwise.gateway.storage import GatewayStorage
@@ -120,8 +121,10 @@ class ThreadLeases:
             BusyError: Another operation holds it (409, with a `Retry-After` hint).
             ThreadNotFoundError: The thread does not exist.
         """
+        crash_point("lease.acquire.before")  # tests only
         taken = await self.storage.acquire_thread_lease(thread_id, holder, kind, self.ttl)
         if taken is not None:
+            crash_point("lease.acquire.after")  # tests only
             lease = Lease(thread_id, holder, taken.token, self.storage)
             self._held[(thread_id, holder)] = lease
             return lease
@@ -138,7 +141,9 @@ class ThreadLeases:
         """Release the lease if `holder` still holds it; failures are logged, never raised."""
         self._held.pop((thread_id, holder), None)
         try:
+            crash_point("lease.release.before")  # tests only
             await self.storage.release_thread_lock(thread_id, holder)
+            crash_point("lease.release.after")  # tests only
         except StorageError:
             logger.exception(
                 "could not release the lease of thread %s (holder %s); it expires on its own",

@@ -22,10 +22,11 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from foldwise._crash import crash_point
 from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
 from foldwise.gateway._active import ActiveRun, RunSpec
-from foldwise.gateway._capture import TranscriptRecorder
+from foldwise.gateway._capture import TranscriptRecorder, checkpoint_snapshot, committed_values
 from foldwise.gateway._errors import (
     BusyError,
     GatewayClosingError,
@@ -110,7 +111,7 @@ class RunManager:
         `exclusive(..., graph=)` calls it before a compaction removes messages from the state;
         a run does the same in `start`. Returns how many messages and receipts were missing.
         """
-        snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+        snapshot = await checkpoint_snapshot(graph, {"configurable": {"thread_id": thread_id}})
         recorder = TranscriptRecorder(self.storage, thread_id, None)
         return await recorder.reconcile(snapshot.values or {})
 
@@ -128,7 +129,9 @@ class RunManager:
         """
         recorder = TranscriptRecorder(self.storage, thread_id, operation_id)
         await pause_after_checkpoint(graph, recorder, {"compactions": [receipt]})  # tests only
+        crash_point("receipt.manual.before")  # tests only
         await recorder.receipt(receipt, summary_text)
+        crash_point("receipt.manual.after")  # tests only
 
     @asynccontextmanager
     async def exclusive(
@@ -221,6 +224,10 @@ class RunManager:
         graph = spec.hosted.graph
         head = await graph.aget_state(config)
         snapshot = head
+        if spec.messages and spec.command is None and head.tasks:
+            # New input discards what tasks finished after the head checkpoint (a crash
+            # left): the run, its repairs and the transcript start from the checkpoint.
+            snapshot = await checkpoint_snapshot(graph, config)
         if spec.checkpoint_id is not None and spec.checkpoint_id != head_id(head):
             config = at_checkpoint(config, spec.checkpoint_id)
             snapshot = await graph.aget_state(config)
@@ -367,8 +374,10 @@ class RunManager:
         if isinstance(chunk, Mapping) and set(chunk) == {_INTERRUPT}:
             run.final_values = {**(run.final_values or {}), **chunk}
             return
-        await pause_after_checkpoint(run.spec.hosted.graph, run.recorder, chunk)  # tests only
-        await run.recorder.values(chunk)
+        graph = run.spec.hosted.graph
+        await pause_after_checkpoint(graph, run.recorder, chunk)  # tests only
+        # Streamed before its checkpoint is saved: receipts wait for it (`committed_values`).
+        await run.recorder.values(await committed_values(graph, run.recorder, chunk))
         run.final_values = chunk
 
     async def _consume(self, run: ActiveRun, config: RunnableConfig) -> None:
@@ -416,7 +425,9 @@ class RunManager:
         try:
             undo = run.rollback and not run.lease_lost
             if not (undo and await revert_run(run, config, self.storage)):
+                crash_point("run.finish.before")  # tests only
                 await self.storage.finish_run(run.run_id, status, str(error) if error else None)
+                crash_point("run.finish.after")  # tests only
             # Runs still queued keep the thread busy (listings filter on the stored status).
             waiting = await self.storage.thread_pending_runs(run.thread_id)
             after: ThreadStatus = "busy" if waiting else "error" if status == "error" else "idle"

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
+from foldwise._crash import crash_point
 from foldwise._steps import Io, Steps, async_method, sync_method
 from foldwise.errors import MemoryInputError
 from foldwise.memory._facts import FactSource
@@ -141,6 +142,8 @@ class MemoryWorker:
             lease_seconds=self.lease_seconds,
             ignore_debounce=ignore_debounce,
         )
+        if batches:
+            crash_point("outbox.claim.after")  # tests only
         for batch in batches:
             self._held = batch  # released by `astop` if the task is cancelled mid-batch
             yield from self._process_steps(batch)
@@ -178,6 +181,7 @@ class MemoryWorker:
                 run_id=last.run_id,
                 via=self.manager.extractor.name,
             )
+            crash_point("outbox.apply.before")  # tests only
             try:
                 yield from self.manager.remember_steps(
                     batch.namespace, messages, source=source, key=batch.key
@@ -185,10 +189,12 @@ class MemoryWorker:
             except Exception as exc:
                 yield from self._fail_steps(batch, exc)
                 return
+            crash_point("outbox.apply.after")  # tests only
             self.applied += 1
         yield Io.of(
             outbox.complete, outbox.acomplete, batch, discarded=discarded, reason=NOT_COMMITTED
         )
+        crash_point("outbox.complete.after")  # tests only
 
     def _fail_steps(self, batch: OutboxBatch, exc: Exception) -> Steps[None]:
         attempts = batch.attempts + 1

@@ -24,6 +24,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
 
+from foldwise._crash import crash_point
 from foldwise._steps import Io, Steps, run_async, run_sync
 from foldwise._thread_id import current_config
 from foldwise.config import FoldwiseConfig
@@ -195,9 +196,11 @@ class MemoryMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             span = unread_span(messages, state.get(QUEUED_THROUGH_KEY))
             source = run_source(config, via=self.manager.extractor.name)
             if self.pipeline is not None:
+                crash_point("memory.enqueue.before")  # tests only
                 yield from self.pipeline.enqueue_steps(
                     namespace, span, thread_id=source.thread_id, run_id=source.run_id
                 )
+                crash_point("memory.enqueue.after")  # tests only
             else:
                 yield from self.manager.remember_steps(namespace, span, source=source)
         except FoldwiseError as exc:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
+from foldwise._crash import crash_point
 from foldwise._steps import Io, Steps, async_method, sync_method
 from foldwise.errors import ArtifactNotFoundError, StorageError
 from foldwise.offload._ids import make_artifact_id, thread_key, validate_artifact_id
@@ -253,9 +254,11 @@ class BaseArtifactStore(abc.ABC):
         ref: ArtifactRef = yield describe(
             self._describe, thread_id, content, raw, existing, (source, kind, meta)
         )
+        crash_point("offload.write.before")  # tests only
         yield from self._write_steps(
             key, artifact_id, content if existing is None else None, ref.to_dict()
         )
+        crash_point("offload.write.after")  # tests only
         yield from self._enforce_quota_steps(key, keep=artifact_id)
         return ref
 
