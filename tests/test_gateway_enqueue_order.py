@@ -40,3 +40,25 @@ async def test_concurrent_enqueued_runs_are_recorded_in_the_order_they_run(
         # the order the runs ran.
         assert [m["content"] for m in recorded if m["type"] == "human"] == state[::2]
         assert [m["content"] for m in recorded if m["type"] == "ai"] == state[1::2]
+
+
+async def test_each_enqueued_wait_answers_with_its_own_run(tmp_path: Path) -> None:
+    """`runs.wait` of a queued run returns that run's final values, never a later run's.
+
+    Found by the load area on PostgreSQL under load: a queued run that started and ended
+    before its waiter looked was answered with the thread's current values, which already
+    held the next queued run's answer.
+    """
+    asyncio.get_running_loop().set_debug(True)
+    model = ScriptedChatModel(default=lambda messages: f"re: {messages[-1].content}")
+    async with sdk_gateway(tmp_path, model) as (client, _):
+        thread = (await client.threads.create())["thread_id"]
+        texts = [f"message {n}" for n in range(16)]
+        answers = await asyncio.gather(
+            *(
+                client.runs.wait(thread, "agent", input=user(t), multitask_strategy="enqueue")
+                for t in texts
+            )
+        )
+        last = [contents(a)[-1] for a in answers]  # type: ignore[arg-type]
+        assert last == [f"re: {t}" for t in texts]

@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from foldwise._crash import crash_point
+from foldwise._lru import LRUDict
 from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
 from foldwise.gateway._active import ActiveRun, RunSpec
@@ -49,6 +50,8 @@ T = TypeVar("T")
 _CLEANUP_SECONDS = 10.0
 _INTERRUPT = "__interrupt__"
 DEAD_WORKER = "worker died during the run"
+_RECENT_RUNS = 32
+"""Finished runs whose results stay readable by a waiter that looks after they ended."""
 """The error of a run whose worker stopped while it ran (its lease lapsed)."""
 
 
@@ -83,6 +86,8 @@ class RunManager:
         self.leases = leases
         self.new_buffer = new_buffer
         self._active: dict[str, ActiveRun] = {}
+        # A queued run's waiter may first look after the run ended: its result is kept here.
+        self.recent: LRUDict[str, ActiveRun] = LRUDict(_RECENT_RUNS)
         self._closing = False
         self.on_idle: Callable[[], None] = lambda: None
         """Called when a run ends (the run queue wakes up: the thread may have a next run)."""
@@ -438,7 +443,7 @@ class RunManager:
             )
         finally:
             await self.leases.release(run.thread_id, run.run_id)
-            self._active.pop(run.run_id, None)
+            self.recent[run.run_id] = self._active.pop(run.run_id, run)
             self.on_idle()
             if error is not None:
                 error_data = {"error": type(error).__name__, "message": str(error)}

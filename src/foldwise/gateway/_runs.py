@@ -148,7 +148,10 @@ async def wait_run(
     """
     run = await accept_run(gateway, thread_id, identity, body, stream=False)
     if isinstance(run, RunRecord):  # queued: wait for its turn
-        run = await gateway.queue.wait_started(run.run_id) or run
+        started = await gateway.queue.wait_started(run.run_id)
+        # A run that started and ended here before this waiter looked answers with its own
+        # final values: the thread's current values may already hold the runs queued after it.
+        run = started or gateway.runs.recent.get(run.run_id) or run
     if isinstance(run, RunRecord):  # it ran in another worker (or was cancelled)
         record = await finished_run(gateway, run)
         if record.status == "error":
