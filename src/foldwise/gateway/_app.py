@@ -139,6 +139,11 @@ async def _databases(
         yield checkpointer, store, memory
 
 
+def _log_ready(backend: str, agents: AgentRegistry) -> None:
+    ids = ", ".join(agents.assistant_ids)
+    logger.info("foldwise gateway ready (storage: %s, assistants: %s)", backend, ids)
+
+
 def create_app(
     config: FoldwiseConfig,
     *,
@@ -197,11 +202,7 @@ def create_app(
                     memory=manager,
                     memory_queue=outbox,
                 )
-                logger.info(
-                    "foldwise gateway ready (storage: %s, assistants: %s)",
-                    storage.backend,
-                    ", ".join(agents.assistant_ids),
-                )
+                _log_ready(storage.backend, agents)
                 try:
                     yield
                 finally:
