@@ -15,9 +15,9 @@ from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._errors import LeaseLostError, RunFailedError, RunInterruptedError
 from foldwise.gateway._stream import EventBuffer
-from foldwise.gateway.storage import RunStatus
+from foldwise.gateway.storage import GatewayStorage, RunStatus
 
-__all__ = ["REPLAY_EVENTS", "ActiveRun", "RunSpec"]
+__all__ = ["REPLAY_EVENTS", "ActiveRun", "RunSpec", "record_start"]
 
 REPLAY_EVENTS = 10_000
 """Events a resumable run keeps for clients that rejoin with `Last-Event-ID`."""
@@ -172,3 +172,36 @@ class ActiveRun:
         if isinstance(self.error, FoldwiseError):
             return self.error
         return RunFailedError(self.run_id, self.error or RuntimeError("unknown error"))
+
+
+async def record_start(
+    storage: GatewayStorage,
+    spec: RunSpec,
+    run_id: str,
+    recorder: TranscriptRecorder,
+    values: Mapping[str, Any],
+    inputs: Sequence[BaseMessage],
+    queued: bool,
+) -> bool:
+    """Record a run's start in one transaction: its row, the thread busy, the input.
+
+    Called holding the thread's lease. Returns `False` (nothing written) when a queued run
+    is no longer pending.
+    """
+    thread_id = spec.thread_id
+    async with storage.batch("start_run", thread_id):
+        if queued:
+            if not await storage.start_pending_run(run_id):
+                return False
+        else:
+            metadata = dict(spec.metadata or {})
+            await storage.create_run(thread_id, run_id, spec.assistant_id, "run", metadata=metadata)
+        await storage.update_thread(
+            thread_id,
+            status="busy",
+            metadata={"assistant_id": spec.assistant_id, "graph_id": spec.assistant_id},
+        )
+        # The tables, not the state, say what is recorded: a crash after a checkpoint commit
+        # left its messages and receipts unrecorded; they go first, then the inputs.
+        await recorder.reconcile(values, inputs)
+    return True

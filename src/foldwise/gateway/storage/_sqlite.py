@@ -178,7 +178,11 @@ class SqliteDialect(Dialect):
 
     @asynccontextmanager
     async def read(self, operation: str, thread_id: str | None) -> AsyncIterator[_Session]:
-        """The connection, outside a transaction."""
+        """The connection, outside a transaction (or this task's `batch`)."""
+        joined = self.joined()
+        if joined is not None:
+            yield joined  # type: ignore[misc]
+            return
         async with self._lock:
             if self._conn is None:
                 raise not_open(operation, thread_id)
@@ -190,8 +194,13 @@ class SqliteDialect(Dialect):
         """The connection inside ``BEGIN IMMEDIATE`` (the database's one writer lock).
 
         Waiting for the lock and the commit's sync run in the connection's worker thread;
-        the statements in between run inline (`LoopConnection`).
+        the statements in between run inline (`LoopConnection`). Inside this task's `batch`,
+        its transaction.
         """
+        joined = self.joined()
+        if joined is not None:
+            yield joined  # type: ignore[misc]
+            return
         async with self._lock:
             conn = self._conn
             if conn is None:
