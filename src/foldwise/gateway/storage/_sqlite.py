@@ -295,3 +295,8 @@ class SqliteGatewayStorage(SqlGatewayStorage):
     def path(self) -> str:
         """The database file path, or ``":memory:"``."""
         return self._sqlite.path
+
+    @property
+    def connection(self) -> LoopConnection | None:
+        """The open connection (`None` before `setup`): for diagnostics, e.g. a trace hook."""
+        return self._sqlite._conn
