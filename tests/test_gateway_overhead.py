@@ -12,12 +12,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.tools import tool
+from langgraph.types import interrupt
 
 import foldwise.gateway._messages as gateway_messages
 from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway.storage import SqliteGatewayStorage
-from foldwise.testing import ScriptedChatModel
+from foldwise.testing import FailingChatModel, ScriptedChatModel
 from tests.support.gateway import gateway_config, open_gateway, scripted_factory, user
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
@@ -49,7 +51,10 @@ class SqlCounter:
 
     def _tracer(self, name: str) -> Any:
         def trace(statement: str) -> None:
-            self.counts[name][statement.split(None, 1)[0].upper()] += 1
+            words = statement.split()
+            self.counts[name][words[0].upper()] += 1
+            if words[0].upper() == "INSERT":  # INSERT OR REPLACE INTO <table>
+                self.counts[name][f"INSERT {words[4] if words[1] == 'OR' else words[2]}"] += 1
 
         return trace
 
@@ -83,10 +88,12 @@ async def test_a_run_costs_one_transaction_per_storage_step_and_two_thread_hops_
         # Storage: lease taken; run row + thread busy + input (one); the answer; run row
         # finished + thread idle (one); lease released. Before issue 16: eight.
         assert storage["BEGIN"] == storage["COMMIT"] == 5, storage
-        # Checkpoints: one transaction per LangGraph write (checkpoint or task writes).
-        writes = checkpoints["INSERT"]
-        assert checkpoints["BEGIN"] == checkpoints["COMMIT"], checkpoints
-        assert 0 < checkpoints["BEGIN"] <= writes, checkpoints
+        # Checkpoints: one transaction per step, its task writes committed with its checkpoint
+        # (before issue 16: one for the writes and one for the checkpoint).
+        steps = checkpoints["INSERT checkpoints"]
+        assert steps >= 3, checkpoints  # input, model, and the middleware steps around it
+        assert checkpoints["INSERT writes"] >= steps, checkpoints
+        assert checkpoints["BEGIN"] == checkpoints["COMMIT"] == steps, checkpoints
         # Only BEGIN IMMEDIATE and COMMIT leave the event loop (aiosqlite: every call did).
         for name, counts in sql.counts.items():
             assert sql.threaded[name] == counts["BEGIN"] + counts["COMMIT"], (name, counts)
@@ -139,3 +146,44 @@ async def test_reconcile_still_records_what_a_crash_left_in_the_state_only(
         assert await recorder.reconcile(state.values) == 1
         assert await storage.stored_message_ids(thread, [answer]) == {answer}
         assert await recorder.reconcile(state.values) == 0  # nothing missing: nothing written
+
+
+@tool
+def ask_human(question: str) -> str:
+    """Ask the human a question and wait for the answer."""
+    return str(interrupt({"question": question}))
+
+
+async def test_writes_no_checkpoint_takes_along_are_committed_when_the_run_ends(
+    tmp_path: Path,
+) -> None:
+    call = AIMessage("", tool_calls=[{"name": "ask_human", "args": {"question": "ok?"}, "id": "q"}])
+    model = ScriptedChatModel(responses=[call])
+    factory = scripted_factory(model, tools=[ask_human])
+    async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, app):
+        thread = (await c.post("/threads", json={})).json()["thread_id"]
+        await _wait(c, thread, "please ask")
+        saver = app.state.gateway.checkpointer
+        # Read behind the saver's back: the interrupt's write is in the table, not only held.
+        rows = saver.loop_conn.fetchall(
+            "SELECT channel FROM writes WHERE thread_id = ? AND channel = '__interrupt__'",
+            (thread,),
+        )
+        assert len(rows) == 1
+        assert (await c.get(f"/threads/{thread}")).json()["status"] == "interrupted"
+
+
+async def test_a_failed_steps_error_write_is_committed_when_the_run_ends(tmp_path: Path) -> None:
+    factory = scripted_factory(FailingChatModel())
+    async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, app):
+        thread = (await c.post("/threads", json={})).json()["thread_id"]
+        response = await c.post(
+            f"/threads/{thread}/runs/wait", json={"assistant_id": "agent", "input": user("hi")}
+        )
+        assert response.status_code >= 500
+        saver = app.state.gateway.checkpointer
+        # No checkpoint follows a failed step: the run's end commits its error write.
+        rows = saver.loop_conn.fetchall(
+            "SELECT channel FROM writes WHERE thread_id = ? AND channel = '__error__'", (thread,)
+        )
+        assert len(rows) == 1

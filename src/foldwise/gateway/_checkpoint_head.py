@@ -74,6 +74,7 @@ async def read_head(
         Exception: The database error when LangGraph's tables are not as expected.
     """
     if isinstance(checkpointer, FencedSqliteSaver):
+        await checkpointer.settle(thread_id)  # a run's held task writes (an interrupt's)
         async with checkpointer.alock:  # inline: one indexed query
             params = (thread_id, thread_id, INTERRUPT_CHANNEL)
             rows = checkpointer.loop_conn.fetchall(SQLITE_HEAD_SQL, params)

@@ -28,6 +28,7 @@ from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
 from foldwise.gateway._active import ActiveRun, RunSpec, record_start
 from foldwise.gateway._capture import TranscriptRecorder, checkpoint_snapshot, committed_values
+from foldwise.gateway._checkpointer_sqlite import flush_writes
 from foldwise.gateway._errors import (
     BusyError,
     GatewayClosingError,
@@ -409,7 +410,20 @@ class RunManager:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
+            status = await self._flush(run, status)
             await self._finish(run, status, config)
+
+    @staticmethod
+    async def _flush(run: ActiveRun, status: RunStatus) -> RunStatus:
+        """Commit the task writes no checkpoint took along (an interrupt's, an error's)."""
+        try:
+            await flush_writes(run.spec.hosted.graph.checkpointer, run.thread_id)
+        except LeaseLostError:
+            run.lease_lost = True
+            return "error"
+        except Exception:
+            logger.exception("thread %s: run %s's last writes failed", run.thread_id, run.run_id)
+        return status
 
     async def _finish(self, run: ActiveRun, status: RunStatus, config: RunnableConfig) -> None:
         run.status = status
