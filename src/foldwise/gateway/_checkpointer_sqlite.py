@@ -176,7 +176,7 @@ class FencedSqliteSaver(SqliteSaver):
             meta.encode("utf-8", "ignore"),
         )
         lease = lease_of(config)
-        held = self._take(thread_id, lease)
+        held = await self._take(thread_id, lease)
         if lease is not None:
             crash_point("checkpoint.before")  # tests only
         async with self.transaction(lease) as conn:
@@ -225,17 +225,16 @@ class FencedSqliteSaver(SqliteSaver):
         # A run's step: committed with the step's checkpoint (or by `aflush`).
         self._held.setdefault(str(configurable["thread_id"]), []).append((lease, sql, rows))
 
-    def _take(self, thread_id: str, lease: Lease | None) -> list[_Held]:
-        """The held writes of `thread_id` to commit under `lease`; others' are dropped."""
-        held = self._held.pop(thread_id, [])
-        kept = [h for h in held if h[0] == lease]
-        if len(kept) < len(held):
-            logger.warning(
-                "thread %s: dropped %d task write(s) held under another lease",
-                thread_id,
-                len(held) - len(kept),
-            )
-        return kept
+    async def _take(self, thread_id: str, lease: Lease | None) -> list[_Held]:
+        """The held writes of `thread_id` that commit with a checkpoint under `lease`.
+
+        Writes held under another lease (or a checkpoint written without one) are committed
+        first, on their own, under their own lease (`settle`).
+        """
+        held = self._held.get(thread_id, [])
+        if any(h[0] != lease for h in held):
+            await self.settle(thread_id)
+        return self._held.pop(thread_id, [])
 
     async def aflush(self, thread_id: str) -> None:
         """Commit the thread's held task writes now, one transaction per lease.
