@@ -187,3 +187,33 @@ async def test_a_failed_steps_error_write_is_committed_when_the_run_ends(tmp_pat
             "SELECT channel FROM writes WHERE thread_id = ? AND channel = '__error__'", (thread,)
         )
         assert len(rows) == 1
+
+
+async def test_writes_held_under_a_lost_lease_are_never_written(tmp_path: Path) -> None:
+    model = ScriptedChatModel(default="ok")
+    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
+        thread = (await c.post("/threads", json={})).json()["thread_id"]
+        await _wait(c, thread, "hello")
+        gateway = app.state.gateway
+        saver = gateway.checkpointer
+        head = await saver.aget_tuple({"configurable": {"thread_id": thread}})
+        assert head is not None
+        old = await gateway.leases.acquire(thread, "old-holder", "run")
+        config = {
+            "configurable": {
+                **head.config["configurable"],
+                **gateway.leases.fence(thread, "old-holder"),
+            }
+        }
+        await saver.aput_writes(config, [("stale", "value")], "task-1")  # held, not written
+        await gateway.leases.release(thread, "old-holder")  # the holder lost its lease
+        new = await gateway.leases.acquire(thread, "new-holder", "run")
+        assert new.token == old.token + 1
+        # The next read of the thread settles the held write: its lease is gone, so it is
+        # dropped, never written under the new holder's lease.
+        await saver.aget_tuple({"configurable": {"thread_id": thread}})
+        rows = saver.loop_conn.fetchall(
+            "SELECT channel FROM writes WHERE thread_id = ? AND channel = 'stale'", (thread,)
+        )
+        assert rows == []
+        await gateway.leases.release(thread, "new-holder")
