@@ -27,7 +27,7 @@ from foldwise._lru import LRUDict
 from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
 from foldwise.gateway._active import ActiveRun, RunSpec
-from foldwise.gateway._capture import TranscriptRecorder, checkpoint_snapshot, committed_values
+from foldwise.gateway._capture import TranscriptRecorder, checkpoint_snapshot, record_values
 from foldwise.gateway._errors import (
     BusyError,
     GatewayClosingError,
@@ -372,8 +372,11 @@ class RunManager:
                     run.publish("events", streams.scrub(event))
 
     @staticmethod
-    async def _values(run: ActiveRun, chunk: Any) -> None:
-        """Record a root `values` chunk; an `__interrupt__` one marks the run paused."""
+    async def _values(run: ActiveRun, chunk: Any, held: list[Any] | None = None) -> None:
+        """Record a root `values` chunk; an `__interrupt__` one marks the run paused.
+
+        `held`: a durability "exit" run's chunks recorded when it ends (`record_values`).
+        """
         if isinstance(chunk, Mapping) and _INTERRUPT in chunk:
             run.paused = True  # stopped at an `interrupt()`
         if isinstance(chunk, Mapping) and set(chunk) == {_INTERRUPT}:
@@ -382,19 +385,22 @@ class RunManager:
         graph = run.spec.hosted.graph
         await pause_after_checkpoint(graph, run.recorder, chunk)  # tests only
         # Streamed before its checkpoint is saved: receipts wait for it (`committed_values`).
-        await run.recorder.values(await committed_values(graph, run.recorder, chunk))
+        await record_values(graph, run.recorder, chunk, held)
         run.final_values = chunk
 
     async def _consume(self, run: ActiveRun, config: RunnableConfig) -> None:
         spec = run.spec
         translator = streams.StreamTranslator(spec.stream_modes, run.publish)
+        held: list[Any] | None = [] if spec.durability == "exit" else None
         async with contextlib.aclosing(self._chunks(run, config)) as chunks:
             async for namespace, mode, chunk in chunks:
                 if namespace and not spec.stream_subgraphs:
                     continue
                 if mode == "values" and not namespace:
-                    await self._values(run, chunk)
+                    await self._values(run, chunk, held)
                 translator.feed(namespace, mode, chunk)
+        for values in held or ():  # the run's checkpoint is saved now
+            await record_values(spec.hosted.graph, run.recorder, values)
 
     async def _execute(self, run: ActiveRun, config: RunnableConfig) -> None:
         def on_lost() -> None:
