@@ -14,13 +14,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.tools import tool
 
 from foldwise.gateway._capture import COMMIT_WAIT_SECONDS
+from foldwise.messages import analyze_tool_pairing
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     gateway_config,
@@ -77,3 +81,57 @@ async def test_an_exit_durability_run_records_its_receipts_when_it_ends(tmp_path
     assert max(took) < COMMIT_WAIT_SECONDS / 2  # was 2 x COMMIT_WAIT_SECONDS per compacting run
     # The markers stand where they stand with the default durability.
     assert labels == (await _compacting_thread(tmp_path, "async"))[1]
+
+
+_released = threading.Event()
+_slow_entered = threading.Event()
+
+
+@tool
+def fast_tool(query: str) -> str:
+    """Answer at once."""
+    return f"FAST RESULT {query}"
+
+
+@tool
+def slow_tool(query: str) -> str:
+    """Answer once the test releases it."""
+    _slow_entered.set()
+    _released.wait(20)
+    return "SLOW RESULT"
+
+
+async def test_a_cancel_keeps_the_result_of_a_parallel_tool_that_finished(tmp_path: Path) -> None:
+    _released.clear()
+    _slow_entered.clear()
+    calls = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "fast_tool", "args": {"query": "x"}, "id": "c_fast"},
+            {"name": "slow_tool", "args": {"query": "y"}, "id": "c_slow"},
+        ],
+    )
+    model = ScriptedChatModel(responses=[calls], default="final answer")
+    factory = scripted_factory(model, tools=[fast_tool, slow_tool])
+    async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, _):
+        await c.post("/threads", json={"thread_id": "t"})
+        run = await c.post("/threads/t/runs", json={"assistant_id": "agent", "input": user("go")})
+        run_id = run.json()["run_id"]
+        assert await asyncio.to_thread(_slow_entered.wait, 20)
+        await asyncio.sleep(0.3)  # the fast tool has finished: its write waits on the step
+        try:
+            cancelled = await c.post(f"/threads/t/runs/{run_id}/cancel", params={"wait": "true"})
+            assert cancelled.status_code in (200, 202, 204), cancelled.text
+        finally:
+            _released.set()
+        state = (await c.get("/threads/t/state")).json()["values"]["messages"]
+        results = {m["tool_call_id"]: m["content"] for m in state if m["type"] == "tool"}
+        assert results.get("c_fast") == "FAST RESULT x"
+        assert "c_slow" in results  # closed with an error result
+        page = await c.get("/threads/t/transcript", params={"limit": 100})
+        recorded = [e["message"].get("content") for e in page.json()["entries"]]
+        assert "FAST RESULT x" in recorded
+        # A run without new input continues from there: the provider gets every call answered.
+        go_on = await c.post("/threads/t/runs/wait", json={"assistant_id": "agent", "input": None})
+        assert go_on.status_code == 200, go_on.text
+        assert analyze_tool_pairing(model.requests[-1].messages).pending_calls == ()
