@@ -135,3 +135,30 @@ async def test_a_cancel_keeps_the_result_of_a_parallel_tool_that_finished(tmp_pa
         go_on = await c.post("/threads/t/runs/wait", json={"assistant_id": "agent", "input": None})
         assert go_on.status_code == 200, go_on.text
         assert analyze_tool_pairing(model.requests[-1].messages).pending_calls == ()
+
+
+async def test_wait_of_a_run_another_worker_ran_answers_with_its_own_values(
+    tmp_path: Path, storage_url: str
+) -> None:
+    def brain(messages: list[BaseMessage]) -> str:
+        time.sleep(0.05)
+        return f"re: {messages[-1].content}"
+
+    config = gateway_config(tmp_path, {**QUIET, "storage": {"url": storage_url}})
+    model = ScriptedChatModel(default=brain)
+    async with (
+        open_gateway(config, scripted_factory(model)) as (a, first),
+        open_gateway(config, scripted_factory(model)),
+    ):
+        await first.state.gateway.queue.stop()  # this worker accepts, the other one runs
+        await a.post("/threads", json={"thread_id": "t"})
+        texts = [f"message {n}" for n in range(6)]
+
+        async def wait(text: str) -> Any:
+            body = {"assistant_id": "agent", "input": user(text), "multitask_strategy": "enqueue"}
+            answer = await a.post("/threads/t/runs/wait", json=body)
+            assert answer.status_code == 200, answer.text
+            return answer.json()["messages"][-1]["content"]
+
+        last = await asyncio.gather(*(wait(text) for text in texts))
+        assert last == [f"re: {text}" for text in texts]
