@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
 from foldwise.gateway._capture import COMMIT_WAIT_SECONDS
@@ -162,3 +162,53 @@ async def test_wait_of_a_run_another_worker_ran_answers_with_its_own_values(
 
         last = await asyncio.gather(*(wait(text) for text in texts))
         assert last == [f"re: {text}" for text in texts]
+
+
+_ran: list[str] = []
+
+
+@tool
+def side_effect_tool(query: str) -> str:
+    """Do something once and say so."""
+    _ran.append(query)
+    return f"DONE {query}"
+
+
+@tool
+def broken_tool(query: str) -> str:
+    """Fail after the other tool of the step has finished."""
+    time.sleep(0.3)
+    raise RuntimeError("tool crashed")
+
+
+async def test_new_input_keeps_the_result_of_a_tool_that_finished_in_a_failed_step(
+    tmp_path: Path,
+) -> None:
+    _ran.clear()
+    calls = AIMessage(
+        "",
+        tool_calls=[
+            {"name": "side_effect_tool", "args": {"query": "x"}, "id": "c_done"},
+            {"name": "broken_tool", "args": {"query": "y"}, "id": "c_broken"},
+        ],
+    )
+    model = ScriptedChatModel(responses=[calls], default="final answer")
+    factory = scripted_factory(model, tools=[side_effect_tool, broken_tool])
+    async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, _):
+        await c.post("/threads", json={"thread_id": "t"})
+        failed = await c.post(
+            "/threads/t/runs/wait", json={"assistant_id": "agent", "input": user("go")}
+        )
+        assert failed.status_code == 500 and "tool crashed" in failed.text
+        shown = (await c.get("/threads/t/state")).json()["values"]["messages"]
+        assert [m["content"] for m in shown if m["type"] == "tool"] == ["DONE x"]
+        again = {"assistant_id": "agent", "input": user("again")}
+        answer = await c.post("/threads/t/runs/wait", json=again)
+        assert answer.status_code == 200, answer.text
+        sent = model.requests[-1].messages
+        results = {m.tool_call_id: m.content for m in sent if isinstance(m, ToolMessage)}
+        # The tool that ran keeps its result (was: "interrupted", inviting a second call).
+        assert results["c_done"] == "DONE x" and set(results) == {"c_done", "c_broken"}
+        assert sent[-1].content == "again" and _ran == ["x"]
+        page = await c.get("/threads/t/transcript", params={"limit": 100})
+        assert "DONE x" in [e["message"].get("content") for e in page.json()["entries"]]

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.constants import END
 from langgraph.types import Command
 
 from foldwise._crash import crash_point
@@ -230,6 +231,12 @@ class RunManager:
         head = await graph.aget_state(config)
         snapshot = head
         if spec.messages and spec.command is None and head.tasks:
+            if spec.checkpoint_id is None and any(t.result is not None for t in head.tasks):
+                # Tools that finished in a step that failed (or a crash cut) keep their
+                # results, which new input would discard: the head's step is ended first.
+                # (Not under this run's id: LangGraph would take its input for a re-entry.)
+                await graph.aupdate_state({"configurable": config["configurable"]}, None, END)
+                head = await graph.aget_state(config)
             # New input discards what tasks finished after the head checkpoint (a crash
             # left): the run, its repairs and the transcript start from the checkpoint.
             snapshot = await checkpoint_snapshot(graph, config)
