@@ -10,6 +10,10 @@
    transcript.
 3. `runs/wait` of a queued run that another worker executed (`--workers 2`) answered with the
    thread's current values, which already held the runs queued after it.
+4. New input after a run failed in a tools step (or a crash cut one) answered every call of that
+   step "interrupted", also those whose tool had finished (GET /state showed their results).
+5. The cut-off check covered the run's model answers only: a summarizer's answer cut mid-stream
+   became the thread's summary (16 characters of it, the older messages removed).
 """
 
 from __future__ import annotations
@@ -20,12 +24,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
 
+import foldwise
+from foldwise.config import parse_config
 from foldwise.gateway._capture import COMMIT_WAIT_SECONDS
 from foldwise.messages import analyze_tool_pairing
 from foldwise.testing import ScriptedChatModel
+from tests.support import OpenAIStub
 from tests.support.gateway import (
     gateway_config,
     is_summarizer_call,
@@ -212,3 +221,24 @@ async def test_new_input_keeps_the_result_of_a_tool_that_finished_in_a_failed_st
         assert sent[-1].content == "again" and _ran == ["x"]
         page = await c.get("/threads/t/transcript", params={"limit": 100})
         assert "DONE x" in [e["message"].get("content") for e in page.json()["entries"]]
+
+
+def test_a_summary_cut_off_mid_stream_is_not_kept(tmp_path: Path) -> None:
+    """The summarizer's answer went unchecked: a dropped stream became the thread's summary."""
+    summary = "## Summary\nThe user asked about folding paper, and the assistant answered. " * 3
+    script = ["one " * 20, "two " * 20, {"content": summary, "drop_after_chunks": 3}, "three"]
+    settings = {**COMPACT_OFTEN["summarization"], "fallback": "extractive"}
+    config = parse_config({"offload": {"root": str(tmp_path)}, "summarization": settings})
+    thread = {"configurable": {"thread_id": "t"}}
+    with OpenAIStub([*script, *["more"] * 5]) as stub:
+        model = ChatOpenAI(base_url=stub.url + "/v1", api_key="k", model="stub", max_retries=0)
+        agent = foldwise.create_agent(config, model=model, checkpointer=InMemorySaver())
+        for i in range(3):
+            message = HumanMessage(f"question {i} " * 20)
+            for _ in agent.stream({"messages": [message]}, thread, stream_mode="messages"):
+                pass
+        assert stub.dropped == 1
+    values = agent.get_state(thread).values
+    receipts = values.get("compactions") or []
+    assert receipts and receipts[0]["model_used"] == "extractive"  # the next candidate
+    assert not summary.startswith(values["summary_text"])  # was "## Summary\nThe u"
