@@ -92,6 +92,17 @@ async def test_an_exit_durability_run_records_its_receipts_when_it_ends(tmp_path
     assert labels == (await _compacting_thread(tmp_path, "async"))[1]
 
 
+def _two_tools(first: tuple[str, str], second: tuple[str, str]) -> tuple[ScriptedChatModel, Any]:
+    """A model that calls two tools (name, call id) in one step, then answers."""
+    calls = [
+        {"name": name, "args": {"query": query}, "id": call_id}
+        for (name, call_id), query in ((first, "x"), (second, "y"))
+    ]
+    model = ScriptedChatModel(responses=[AIMessage("", tool_calls=calls)], default="final answer")
+    tools = {t.name: t for t in (fast_tool, slow_tool, side_effect_tool, broken_tool)}
+    return model, scripted_factory(model, tools=[tools[first[0]], tools[second[0]]])
+
+
 _released = threading.Event()
 _slow_entered = threading.Event()
 
@@ -113,15 +124,7 @@ def slow_tool(query: str) -> str:
 async def test_a_cancel_keeps_the_result_of_a_parallel_tool_that_finished(tmp_path: Path) -> None:
     _released.clear()
     _slow_entered.clear()
-    calls = AIMessage(
-        "",
-        tool_calls=[
-            {"name": "fast_tool", "args": {"query": "x"}, "id": "c_fast"},
-            {"name": "slow_tool", "args": {"query": "y"}, "id": "c_slow"},
-        ],
-    )
-    model = ScriptedChatModel(responses=[calls], default="final answer")
-    factory = scripted_factory(model, tools=[fast_tool, slow_tool])
+    model, factory = _two_tools(("fast_tool", "c_fast"), ("slow_tool", "c_slow"))
     async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, _):
         await c.post("/threads", json={"thread_id": "t"})
         run = await c.post("/threads/t/runs", json={"assistant_id": "agent", "input": user("go")})
@@ -194,15 +197,7 @@ async def test_new_input_keeps_the_result_of_a_tool_that_finished_in_a_failed_st
     tmp_path: Path,
 ) -> None:
     _ran.clear()
-    calls = AIMessage(
-        "",
-        tool_calls=[
-            {"name": "side_effect_tool", "args": {"query": "x"}, "id": "c_done"},
-            {"name": "broken_tool", "args": {"query": "y"}, "id": "c_broken"},
-        ],
-    )
-    model = ScriptedChatModel(responses=[calls], default="final answer")
-    factory = scripted_factory(model, tools=[side_effect_tool, broken_tool])
+    model, factory = _two_tools(("side_effect_tool", "c_done"), ("broken_tool", "c_broken"))
     async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, _):
         await c.post("/threads", json={"thread_id": "t"})
         failed = await c.post(
