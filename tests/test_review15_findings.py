@@ -206,6 +206,14 @@ async def test_new_input_keeps_the_result_of_a_tool_that_finished_in_a_failed_st
         assert failed.status_code == 500 and "tool crashed" in failed.text
         shown = (await c.get("/threads/t/state")).json()["values"]["messages"]
         assert [m["content"] for m in shown if m["type"] == "tool"] == ["DONE x"]
+        step = (await c.get("/threads/t/state")).json()["next"]
+        # Refused input changes nothing (the step is ended only for a run that starts).
+        stray = {"messages": [{"role": "tool", "content": "?", "tool_call_id": "c_none"}]}
+        refused = await c.post(
+            "/threads/t/runs/wait", json={"assistant_id": "agent", "input": stray}
+        )
+        assert refused.status_code == 422, refused.text
+        assert (await c.get("/threads/t/state")).json()["next"] == step != []
         again = {"assistant_id": "agent", "input": user("again")}
         answer = await c.post("/threads/t/runs/wait", json=again)
         assert answer.status_code == 200, answer.text

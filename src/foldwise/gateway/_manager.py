@@ -230,13 +230,12 @@ class RunManager:
         graph = spec.hosted.graph
         head = await graph.aget_state(config)
         snapshot = head
-        if spec.messages and spec.command is None and head.tasks:
-            if spec.checkpoint_id is None and any(t.result is not None for t in head.tasks):
-                # Tools that finished in a step that failed (or a crash cut) keep their
-                # results, which new input would discard: the head's step is ended first.
-                # (Not under this run's id: LangGraph would take its input for a re-entry.)
-                await graph.aupdate_state({"configurable": config["configurable"]}, None, END)
-                head = await graph.aget_state(config)
+        new_input = bool(spec.messages) and spec.command is None
+        # Tools that finished in a step that failed (or a crash cut) keep their results, which
+        # new input would discard: once the input is checked, that step is ended with them.
+        end_step = new_input and spec.checkpoint_id is None
+        end_step = end_step and any(t.result is not None for t in head.tasks)
+        if new_input and head.tasks and not end_step:
             # New input discards what tasks finished after the head checkpoint (a crash
             # left): the run, its repairs and the transcript start from the checkpoint.
             snapshot = await checkpoint_snapshot(graph, config)
@@ -261,6 +260,9 @@ class RunManager:
         repairs = [] if snapshot.next and not spec.messages else interrupted_results(history)
         answered = {getattr(m, "tool_call_id", None) for m in spec.messages}
         inputs = [*(r for r in repairs if r.tool_call_id not in answered), *spec.messages]
+        if end_step:  # not under this run's id, or LangGraph takes the input for a re-entry
+            await graph.aupdate_state({"configurable": config["configurable"]}, None, END)
+            head = await graph.aget_state(config)
         return config, inputs, values, head_id(head)
 
     async def start(self, spec: RunSpec, *, stream: bool) -> ActiveRun:
