@@ -35,6 +35,7 @@ __all__ = [
     "ToolPairing",
     "analyze_tool_pairing",
     "ensure_message_ids",
+    "is_cut_off_answer",
     "is_dynamic_reminder",
     "is_hidden",
     "is_real_user_message",
@@ -188,3 +189,20 @@ def analyze_tool_pairing(messages: Sequence[BaseMessage]) -> ToolPairing:
         if (ai_index, call_id) not in answered
     )
     return ToolPairing(tuple(pairs), tuple(orphans), pending)
+
+
+def is_cut_off_answer(message: Any) -> bool:
+    """Whether an OpenAI-protocol answer lacks the end marker every whole answer carries.
+
+    Chat Completions ends each choice with a `finish_reason` and the Responses API answers
+    with a `status`; langchain-openai keeps a stream that stopped early as if it were whole
+    (and parses a half-sent tool call's arguments as they are). Other providers are not judged.
+    """
+    if not isinstance(message, AIMessage):
+        return False
+    meta = message.response_metadata or {}
+    return (
+        meta.get("model_provider") == "openai"
+        and "finish_reason" not in meta
+        and "status" not in meta
+    )

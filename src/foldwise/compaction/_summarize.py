@@ -29,6 +29,7 @@ from foldwise.compaction._receipt import SummaryAttempt
 from foldwise.config import BUILTIN_EXTRACTIVE
 from foldwise.durable import condense_summary
 from foldwise.errors import SummaryGenerationError
+from foldwise.messages import is_cut_off_answer
 
 __all__ = [
     "MAX_TIMED_CALLS",
@@ -95,8 +96,11 @@ def validate_summary(
 ) -> str:
     """Return the summary text of `response`, or raise `ValueError` saying why it is unusable.
 
-    Empty, whitespace-only, tool-call-only, and not-smaller-than-its-input summaries fail.
+    Empty, whitespace-only, tool-call-only, cut-off (a dropped stream) and
+    not-smaller-than-its-input summaries fail.
     """
+    if is_cut_off_answer(response):
+        raise ValueError("the summarizer's answer was cut off before it finished (no end marker)")
     if isinstance(response, AIMessage) and response.tool_calls and not str(response.text).strip():
         raise ValueError("the summarizer answered with tool calls instead of text")
     text = str(response.text).strip()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,11 +14,14 @@ from langchain_core.messages import BaseMessage
 from foldwise.errors import FoldwiseError
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
+from foldwise.gateway._checkpointer_sqlite import flush_writes
 from foldwise.gateway._errors import LeaseLostError, RunFailedError, RunInterruptedError
 from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway.storage import GatewayStorage, RunStatus
 
-__all__ = ["REPLAY_EVENTS", "ActiveRun", "RunSpec", "record_start"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["REPLAY_EVENTS", "ActiveRun", "RunSpec", "flush_run_writes", "record_start"]
 
 REPLAY_EVENTS = 10_000
 """Events a resumable run keeps for clients that rejoin with `Last-Event-ID`."""
@@ -205,3 +209,18 @@ async def record_start(
         # left its messages and receipts unrecorded; they go first, then the inputs.
         await recorder.reconcile(values, inputs)
     return True
+
+
+async def flush_run_writes(run: ActiveRun, status: RunStatus) -> RunStatus:
+    """Commit the run's task writes no checkpoint took along (an interrupt's, an error's).
+
+    Returns the run's status: `error` when their lease was lost (they are dropped).
+    """
+    try:
+        await flush_writes(run.spec.hosted.graph.checkpointer, run.thread_id)
+    except LeaseLostError:
+        run.lease_lost = True
+        return "error"
+    except Exception:
+        logger.exception("thread %s: run %s's last writes failed", run.thread_id, run.run_id)
+    return status

@@ -17,7 +17,9 @@ The other way round matters too: LangGraph streams a step's values before it sav
 checkpoint, so a receipt recorded as soon as it streams could name a compaction that a crash
 then loses from the state (a marker and a receipt for a summary the thread never got).
 `committed_values` therefore holds a streamed state back until the thread's checkpoint holds
-its new receipts; one the checkpoint never shows is left to `reconcile`.
+its new receipts; one the checkpoint never shows is left to `reconcile`. A run with durability
+"exit" saves no checkpoint before it ends: from its first new receipt on, its streamed states are
+recorded in order once the run's stream has ended (`record_values`), not waited for.
 
 "The checkpoint holds" means the checkpoint itself (`checkpoint_values`): LangGraph's live
 `aget_state` adds the writes of tasks that finished after it, and a run started with new input
@@ -44,6 +46,7 @@ __all__ = [
     "committed_values",
     "compaction_marker",
     "latest_summary",
+    "record_values",
 ]
 
 logger = logging.getLogger(__name__)
@@ -295,6 +298,24 @@ def _receipt_ids(values: Mapping[str, Any]) -> set[str]:
         for r in values.get("compactions") or []
         if isinstance(r, Mapping) and isinstance(r.get("id"), str)
     }
+
+
+async def record_values(
+    graph: Any,
+    recorder: TranscriptRecorder,
+    values: Mapping[str, Any],
+    held: list[Mapping[str, Any]] | None = None,
+) -> None:
+    """Record a streamed state once its checkpoint holds its new receipts (`committed_values`).
+
+    With `held` (a run that saves its checkpoint only when it ends: durability "exit"), the
+    states from the first one with a new receipt on are appended to it instead, for the run
+    to record with this function once its stream has ended.
+    """
+    if held is not None and (held or _receipt_ids(values) - recorder.known_receipts):
+        held.append(values)
+        return
+    await recorder.values(await committed_values(graph, recorder, values))
 
 
 async def committed_values(

@@ -20,15 +20,15 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.constants import END
 from langgraph.types import Command
 
 from foldwise._crash import crash_point
 from foldwise._lru import LRUDict
 from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
-from foldwise.gateway._active import ActiveRun, RunSpec, record_start
-from foldwise.gateway._capture import TranscriptRecorder, checkpoint_snapshot, committed_values
-from foldwise.gateway._checkpointer_sqlite import flush_writes
+from foldwise.gateway._active import ActiveRun, RunSpec, flush_run_writes, record_start
+from foldwise.gateway._capture import TranscriptRecorder, checkpoint_snapshot, record_values
 from foldwise.gateway._errors import (
     BusyError,
     GatewayClosingError,
@@ -230,7 +230,12 @@ class RunManager:
         graph = spec.hosted.graph
         head = await graph.aget_state(config)
         snapshot = head
-        if spec.messages and spec.command is None and head.tasks:
+        new_input = bool(spec.messages) and spec.command is None
+        # Tools that finished in a step that failed (or a crash cut) keep their results, which
+        # new input would discard: once the input is checked, that step is ended with them.
+        end_step = new_input and spec.checkpoint_id is None
+        end_step = end_step and any(t.result is not None for t in head.tasks)
+        if new_input and head.tasks and not end_step:
             # New input discards what tasks finished after the head checkpoint (a crash
             # left): the run, its repairs and the transcript start from the checkpoint.
             snapshot = await checkpoint_snapshot(graph, config)
@@ -255,6 +260,9 @@ class RunManager:
         repairs = [] if snapshot.next and not spec.messages else interrupted_results(history)
         answered = {getattr(m, "tool_call_id", None) for m in spec.messages}
         inputs = [*(r for r in repairs if r.tool_call_id not in answered), *spec.messages]
+        if end_step:  # not under this run's id, or LangGraph takes the input for a re-entry
+            await graph.aupdate_state({"configurable": config["configurable"]}, None, END)
+            head = await graph.aget_state(config)
         return config, inputs, values, head_id(head)
 
     async def start(self, spec: RunSpec, *, stream: bool) -> ActiveRun:
@@ -360,8 +368,11 @@ class RunManager:
                     run.publish("events", streams.scrub(event))
 
     @staticmethod
-    async def _values(run: ActiveRun, chunk: Any) -> None:
-        """Record a root `values` chunk; an `__interrupt__` one marks the run paused."""
+    async def _values(run: ActiveRun, chunk: Any, held: list[Any] | None = None) -> None:
+        """Record a root `values` chunk; an `__interrupt__` one marks the run paused.
+
+        `held`: a durability "exit" run's chunks recorded when it ends (`record_values`).
+        """
         if isinstance(chunk, Mapping) and _INTERRUPT in chunk:
             run.paused = True  # stopped at an `interrupt()`
         if isinstance(chunk, Mapping) and set(chunk) == {_INTERRUPT}:
@@ -370,19 +381,22 @@ class RunManager:
         graph = run.spec.hosted.graph
         await pause_after_checkpoint(graph, run.recorder, chunk)  # tests only
         # Streamed before its checkpoint is saved: receipts wait for it (`committed_values`).
-        await run.recorder.values(await committed_values(graph, run.recorder, chunk))
+        await record_values(graph, run.recorder, chunk, held)
         run.final_values = chunk
 
     async def _consume(self, run: ActiveRun, config: RunnableConfig) -> None:
         spec = run.spec
         translator = streams.StreamTranslator(spec.stream_modes, run.publish)
+        held: list[Any] | None = [] if spec.durability == "exit" else None
         async with contextlib.aclosing(self._chunks(run, config)) as chunks:
             async for namespace, mode, chunk in chunks:
                 if namespace and not spec.stream_subgraphs:
                     continue
                 if mode == "values" and not namespace:
-                    await self._values(run, chunk)
+                    await self._values(run, chunk, held)
                 translator.feed(namespace, mode, chunk)
+        for values in held or ():  # the run's checkpoint is saved now
+            await record_values(spec.hosted.graph, run.recorder, values)
 
     async def _execute(self, run: ActiveRun, config: RunnableConfig) -> None:
         def on_lost() -> None:
@@ -410,20 +424,8 @@ class RunManager:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
-            status = await self._flush(run, status)
+            status = await flush_run_writes(run, status)
             await self._finish(run, status, config)
-
-    @staticmethod
-    async def _flush(run: ActiveRun, status: RunStatus) -> RunStatus:
-        """Commit the task writes no checkpoint took along (an interrupt's, an error's)."""
-        try:
-            await flush_writes(run.spec.hosted.graph.checkpointer, run.thread_id)
-        except LeaseLostError:
-            run.lease_lost = True
-            return "error"
-        except Exception:
-            logger.exception("thread %s: run %s's last writes failed", run.thread_id, run.run_id)
-        return status
 
     async def _finish(self, run: ActiveRun, status: RunStatus, config: RunnableConfig) -> None:
         run.status = status

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.constants import END
 
 from foldwise.gateway._active import ActiveRun
 from foldwise.gateway._messages import interrupted_results
@@ -30,7 +31,11 @@ def at_checkpoint(config: RunnableConfig, checkpoint_id: str) -> RunnableConfig:
 
 
 async def repair_open_calls(run: ActiveRun, config: RunnableConfig) -> None:
-    """Give tool calls the cancelled run left open an error result (best effort)."""
+    """Give tool calls the cancelled run left open an error result (best effort).
+
+    Tools of the cancelled step that had finished keep their results: their writes (pending
+    on the head checkpoint, which a state update would leave behind) are applied first.
+    """
     configurable = dict(config.get("configurable") or {})
     configurable.pop("checkpoint_id", None)  # a fork's run: its head, not its start
     config = {**config, "configurable": configurable}
@@ -39,6 +44,11 @@ async def repair_open_calls(run: ActiveRun, config: RunnableConfig) -> None:
         snapshot = await graph.aget_state(config)
         results = interrupted_results(list((snapshot.values or {}).get("messages") or []))
         if results:
+            if any(task.result is not None for task in snapshot.tasks):
+                # Applies the finished tasks' writes and ends the step's other tasks.
+                await graph.aupdate_state(config, None, as_node=END)
+                kept = list(((await graph.aget_state(config)).values or {}).get("messages") or [])
+                await run.recorder.messages(kept)
             await graph.aupdate_state(config, {"messages": results}, as_node="tools")
             await run.recorder.messages(results)
     except Exception:

@@ -23,7 +23,7 @@ from langgraph.types import Command
 from foldwise.compaction import CompactionOutcome
 from foldwise.durable import AUTHORITY_CONTRACT, is_durable_data_message
 from foldwise.errors import ModelResponseError
-from foldwise.messages import message_text
+from foldwise.messages import is_cut_off_answer, message_text
 from foldwise.tokens import TokenCounter
 
 __all__ = [
@@ -112,23 +112,6 @@ def overflow_numbers(error: BaseException) -> tuple[int | None, int | None]:
     return None, None
 
 
-def _cut_off(message: Any) -> bool:
-    """Whether an OpenAI-protocol answer lacks the end marker every whole answer carries.
-
-    Chat Completions ends each choice with a `finish_reason` and the Responses API answers
-    with a `status`; langchain-openai keeps a stream that stopped early as if it were whole
-    (and parses a half-sent tool call's arguments as they are). Other providers are not judged.
-    """
-    if not isinstance(message, AIMessage):
-        return False
-    meta = message.response_metadata or {}
-    return (
-        meta.get("model_provider") == "openai"
-        and "finish_reason" not in meta
-        and "status" not in meta
-    )
-
-
 def check_complete(response: Any, thread_id: str) -> None:
     """Raise if the model's answer (a message or a `ModelResponse`) was cut off mid-way.
 
@@ -136,7 +119,7 @@ def check_complete(response: Any, thread_id: str) -> None:
         ModelResponseError: The answer ended without its end marker (a dropped stream).
     """
     results = response.result if isinstance(response, ModelResponse) else [response]
-    if any(_cut_off(message) for message in results):
+    if any(is_cut_off_answer(message) for message in results):
         raise ModelResponseError(
             f"the model's answer was cut off before it finished (thread {thread_id}: no finish "
             "reason; the provider's stream or connection dropped); none of it was kept, retry "
