@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 from foldwise.bench._reliability import Finding
 from foldwise.bench._serve import (
     MIB,
+    RSS_TOLERANCE,
     ServeProcess,
     child_env,
     rss_growth,
@@ -27,7 +28,7 @@ from foldwise.bench._serve import (
 )
 from foldwise.bench._serve import write_config as write_yaml
 
-__all__ = ["RSS_TOLERANCE", "flat_rss", "fresh_postgres", "served", "write_config"]
+__all__ = ["flat_rss", "fresh_postgres", "served", "write_config"]
 
 CONTEXT_WINDOW = 8000
 TRIGGER_TOKENS = 3000
@@ -72,10 +73,6 @@ def served(
     if "Traceback" in said:
         at = said.index("Traceback")
         findings.append(Finding("server", "no-traceback", said[at : at + 400]))
-
-
-RSS_TOLERANCE = (0.10, 20 * MIB)
-"""RSS is flat when the last third's median is within 10 % or 20 MiB of the middle third's."""
 
 
 def flat_rss(samples: Sequence[int], case: str) -> tuple[str, Finding | None]:

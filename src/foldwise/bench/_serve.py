@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HIDDEN_ENV",
     "MIB",
+    "RSS_TOLERANCE",
     "RssSampler",
     "ServeProcess",
     "ServerExitError",
@@ -374,6 +375,10 @@ class RssSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+RSS_TOLERANCE = (0.10, 20 * MIB)
+"""RSS is flat when the last third's median is within 10 % or 20 MiB of the middle third's."""
 
 
 def rss_growth(samples: Sequence[int]) -> tuple[float, float] | None:
