@@ -220,8 +220,6 @@ def start_serve(
     env: Mapping[str, str] | None = None,
     pythonpath: Sequence[str | Path] = (),
     timeout: float = 60.0,
-    command: Sequence[str] | None = None,
-    new_session: bool = False,
 ) -> ServeProcess:
     """Start `foldwise serve` with `config` on a free port in `cwd`; return it once healthy.
 
@@ -232,26 +230,19 @@ def start_serve(
         env: The child's whole environment (default: `child_env()`).
         pythonpath: With the default environment, folders put in front of ``PYTHONPATH``.
         timeout: Seconds to wait for ``/health``.
-        command: A prefix run instead of the plain interpreter (it must exec the rest), e.g.
-            a wrapper that sets a resource limit.
-        new_session: Start it in its own session, so ``os.killpg(pid, ...)`` reaches its workers.
 
     Raises:
         ServerStartError: It exited early or never answered (it is killed and reaped first).
     """
     port = free_port()
     log_path = cwd / f"server-{port}.log"
-    argv = serve_command(config, port, *options)
-    if command is not None:
-        argv = [*command, *argv[1:]]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            argv,
+            serve_command(config, port, *options),
             cwd=cwd,
             env=dict(env) if env is not None else child_env(pythonpath=pythonpath),
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=new_session,
         )
     server = ServeProcess(f"http://127.0.0.1:{port}", process, log_path)
     try:
