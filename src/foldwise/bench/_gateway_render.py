@@ -111,9 +111,10 @@ _RATIO_ROWS = {template for template, _, _ in _ROWS[:6]}
 def render_markdown(report: GatewayBenchReport) -> str:
     """The report as Markdown: the table, the unavailable columns, the checks, the notes."""
     lines = ["## foldwise bench gateway", "", *_table(report), ""]
-    for label, reason in report.unavailable.items():
-        lines.append(f"- {label}: unavailable: {reason}")
-    lines += ["", "| target | measured | result |", "|---|---:|---|"]
+    if report.unavailable:
+        lines += [f"- {label}: unavailable: {r}" for label, r in report.unavailable.items()]
+        lines.append("")
+    lines += ["| target | measured | result |", "|---|---:|---|"]
     for name, value, ok in checks(report):
         verdict = "pass" if ok else ("n/a" if ok is None else "**FAIL**")
         lines.append(f"| {name} | {value} | {verdict} |")
