@@ -201,6 +201,50 @@ def reliability(
         raise typer.Exit(1)
 
 
+@bench_app.command("gateway")
+def gateway(
+    quick: Annotated[
+        bool, _quick("Small counts: 5 pairs, 6 turns, 2 clients x 2 s (under a minute).")
+    ] = False,
+    postgres: Annotated[
+        str | None,
+        typer.Option("--postgres", help="Also measure foldwise on this PostgreSQL URL."),
+    ] = None,
+    no_langgraph: Annotated[
+        bool, typer.Option("--no-langgraph", help="Measure foldwise alone.")
+    ] = False,
+    workdir: Annotated[
+        Path | None,
+        typer.Option("--workdir", help="Keep the servers' folders and logs here.", file_okay=False),
+    ] = None,
+    write: Annotated[
+        Path | None,
+        typer.Option(
+            "--write", help="Write the table into this Markdown file (docs/benchmarks.md)."
+        ),
+    ] = None,
+    as_json: _JsonOption = False,
+    out: _OutOption = None,
+) -> None:
+    """foldwise serve next to LangGraph's in-memory server (`langgraph dev`), one run.
+
+    Sequential create + wait, one growing thread, N clients, streaming and RSS, against the
+    same OpenAI-compatible stub with the `langgraph_sdk` client; ratios and the issue-16
+    targets. Exits 1 when a measured foldwise column misses a target.
+    """
+    from foldwise.bench._gateway_bench import run_gateway_benchmark, write_gateway_report
+
+    with fail_on_errors():
+        report = run_gateway_benchmark(
+            quick=quick, postgres_url=postgres, langgraph=not no_langgraph, workdir=workdir
+        )
+        if write is not None:
+            write_gateway_report(write, report)
+    _print_report(report, as_json=as_json, out=out)
+    if not report.passed:
+        raise typer.Exit(1)
+
+
 @bench_app.callback(invoke_without_command=True)
 def _all(ctx: typer.Context) -> None:
     """Run foldwise's benchmarks; without a command, the whole suite (full size, Markdown)."""
