@@ -383,7 +383,11 @@ class Compactor:
             chosen.plan, summary_text, chosen.names, policy
         ):
             entry.cancel()
-            logger.info("background summary is stale; summarizing now (thread %s)", thread_id)
+            logger.info(
+                "background summary not used (its span changed, or its cut no longer makes a "
+                "valid plan): summarizing now (thread %s)",
+                thread_id,
+            )
             return None
         result = await Presummaries.aresult(entry)
         if result is None:

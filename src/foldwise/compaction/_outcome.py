@@ -144,17 +144,15 @@ def job_prompt(
         )
         return prompt or ""
 
-    trimmed = build(policy.trim_tokens_to_summarize)
-    untrimmed: list[str] = []
+    built: dict[int | None, str] = {}  # by trim; built on first use (a hit never needs one)
 
     def prompt_for(name: str) -> str:
         # The offline summarizer has no input window: it reads the whole span, so a fact
         # never falls out of the summary just because the model-sized input was trimmed.
-        if name != BUILTIN_EXTRACTIVE or policy.trim_tokens_to_summarize is None:
-            return trimmed
-        if not untrimmed:
-            untrimmed.append(build(None))
-        return untrimmed[0]
+        trim = policy.trim_tokens_to_summarize if name != BUILTIN_EXTRACTIVE else None
+        if trim not in built:
+            built[trim] = build(trim)
+        return built[trim]
 
     replaced = sum(counter.count_message(m) for m in plan.to_summarize)
     if summary_text:
