@@ -177,15 +177,14 @@ async def test_task_in_flight_is_awaited_not_started_again() -> None:
     gate = asyncio.Event()
     summarizer = GatedSummarizer(gate=gate)
     agent, middleware = make_agent(summarizer)
-    await turns_until_started(agent, middleware)
-    firing: asyncio.Task[dict[str, Any]] | None = None
-    for i in range(8):
-        task = asyncio.ensure_future(turn(agent, f"more {i}"))
-        done, _ = await asyncio.wait({task}, timeout=0.5)
-        if not done:  # this turn compacts and waits for the background summary
-            firing = task
-            break
-    assert firing is not None, "no turn waited for the background summary"
+    state = await turns_until_started(agent, middleware)
+    i = 0
+    while len(state["messages"]) + 1 < 12:  # the next turn's request reaches the trigger
+        state = await turn(agent, f"more {i}")
+        i += 1
+    firing = asyncio.ensure_future(turn(agent, "the compacting turn"))
+    done, _ = await asyncio.wait({firing}, timeout=0.3)
+    assert not done, "the compacting turn did not wait for the background summary"
     assert len(summarizer.prompts) == 1
     gate.set()
     state = await asyncio.wait_for(firing, 5)
@@ -564,3 +563,32 @@ def test_receipts_written_before_the_field_read_as_not_precomputed() -> None:
     receipt = CompactionReceipt.model_validate(old)
     assert receipt.precomputed is False
     assert "precomputed=false" in receipt.log_line()
+
+
+def test_a_task_lost_with_its_event_loop_is_replaced_on_the_next_loop() -> None:
+    summarizer = GatedSummarizer()
+    compactor = _compactor(summarizer, _policy())
+    store = compactor.presummaries
+    assert store is not None
+    messages = _history(8)
+
+    async def start(gate: asyncio.Event | None) -> None:
+        summarizer.gate = gate
+        await run_async(compactor.presummarize_steps(messages, None, thread_id="t"))
+
+    asyncio.run(start(asyncio.Event()))  # the loop closes with the task pending: cancelled
+    first = store.get("t")
+    assert first is not None and first.task.cancelled()
+
+    async def next_turn() -> CompactionReceipt | None:
+        await start(None)
+        entry = store.get("t")
+        assert entry is not None and entry is not first
+        await asyncio.wait_for(asyncio.shield(entry.task), 5)
+        outcome = await run_async(
+            compactor.compact_steps(messages, None, thread_id="t", force=True)
+        )
+        return outcome.receipt
+
+    receipt = asyncio.run(next_turn())
+    assert receipt is not None and receipt.precomputed

@@ -304,7 +304,7 @@ class Compactor:
         if store is None or not thread_id:
             return
         entry = store.get(thread_id)
-        if entry is not None and entry.still_prefix(messages, summary_text):
+        if entry is not None and entry.usable() and entry.still_prefix(messages, summary_text):
             return
         ahead: CompactOptions = {**options, "force": True, "decision": None}
         job = self._begin(messages, summary_text, ahead)

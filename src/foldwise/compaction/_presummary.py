@@ -142,6 +142,15 @@ class PresummaryEntry:
             and str(messages[self.cut - 1].id) == self.last_id
         )
 
+    def usable(self) -> bool:
+        """Whether its task can still deliver here: not cancelled, and of the running loop.
+
+        A caller that runs each turn in its own `asyncio.run` loses the task with its loop; the
+        next turn then starts a new one instead of keeping a dead entry.
+        """
+        task = self.task
+        return not task.cancelled() and task.get_loop() is asyncio.get_running_loop()
+
     def cancel(self) -> None:
         """Cancel the task if it still runs (its loop may be gone: then there is nothing to do)."""
         if self.task.done():
