@@ -25,6 +25,7 @@ from foldwise.compaction import (
     Presummaries,
     decide_compaction,
 )
+from foldwise.compaction._presummary import PresummaryEntry
 from foldwise.config import ContextSize, parse_config
 from foldwise.errors import ConfigError
 from foldwise.models import ModelRegistry
@@ -145,16 +146,22 @@ def span_of(prompt: str) -> str:
     return prompt.split("<new_messages>", 1)[1].split("</new_messages>", 1)[0]
 
 
-# -- hit path ----------------------------------------------------------------------------------
-
-
-async def test_hit_commits_the_precomputed_summary_with_a_receipt_marked_precomputed() -> None:
+async def _agent_with_finished_background() -> tuple[GatedSummarizer, Any, Any, PresummaryEntry]:
+    """An agent whose thread has a finished background summary and no compaction yet."""
     summarizer = GatedSummarizer()
     agent, middleware = make_agent(summarizer)
     await turns_until_started(agent, middleware)
     entry = store_of(middleware).get("t1")
     assert entry is not None
     await asyncio.wait_for(asyncio.shield(entry.task), 5)
+    return summarizer, agent, middleware, entry
+
+
+# -- hit path ----------------------------------------------------------------------------------
+
+
+async def test_hit_commits_the_precomputed_summary_with_a_receipt_marked_precomputed() -> None:
+    summarizer, agent, middleware, entry = await _agent_with_finished_background()
     assert len(summarizer.prompts) == 1
     state = await turns_until_compacted(agent)
     receipt = state["compactions"][-1]
@@ -235,12 +242,7 @@ async def test_background_failure_falls_back_to_the_synchronous_path() -> None:
 
 async def _stale_after(update: Any) -> tuple[dict[str, Any], str]:
     """Start a background summary, change the state, compact; the committed summary's prompt."""
-    summarizer = GatedSummarizer()
-    agent, middleware = make_agent(summarizer)
-    await turns_until_started(agent, middleware)
-    entry = store_of(middleware).get("t1")
-    assert entry is not None
-    await asyncio.wait_for(asyncio.shield(entry.task), 5)
+    summarizer, agent, _middleware, _entry = await _agent_with_finished_background()
     values = (await agent.aget_state(THREAD)).values
     await agent.aupdate_state(THREAD, update(values), as_node="model")
     state = await turns_until_compacted(agent)
@@ -343,11 +345,17 @@ async def _start(compactor: Compactor, messages: list[BaseMessage], **options: A
     await asyncio.wait_for(asyncio.shield(entry.task), 5)
 
 
-async def test_appended_messages_keep_the_precomputed_cut() -> None:
+async def _started() -> tuple[GatedSummarizer, Compactor, list[BaseMessage]]:
+    """A compactor whose background summary of an 8-turn history has finished."""
     summarizer = GatedSummarizer()
     compactor = _compactor(summarizer, _policy())
     messages = _history(8)
     await _start(compactor, messages)
+    return summarizer, compactor, messages
+
+
+async def test_appended_messages_keep_the_precomputed_cut() -> None:
+    summarizer, compactor, messages = await _started()
     grown = [*messages, *_history(12)[16:]]
     outcome = await run_async(compactor.compact_steps(grown, None, thread_id="t", force=True))
     assert outcome.receipt is not None and outcome.receipt.precomputed
@@ -356,10 +364,7 @@ async def test_appended_messages_keep_the_precomputed_cut() -> None:
 
 
 async def test_appended_past_the_post_compaction_target_is_a_miss() -> None:
-    summarizer = GatedSummarizer()
-    compactor = _compactor(summarizer, _policy())
-    messages = _history(8)
-    await _start(compactor, messages)
+    summarizer, compactor, messages = await _started()
     # So much was added since that keeping it all would leave the request over half the
     # trigger: the planner's own cut is used and summarized now.
     grown = [*messages, *_history(16, size=60)[16:]]
@@ -370,10 +375,7 @@ async def test_appended_past_the_post_compaction_target_is_a_miss() -> None:
 
 
 async def test_a_larger_keep_is_a_miss() -> None:
-    summarizer = GatedSummarizer()
-    compactor = _compactor(summarizer, _policy())
-    messages = _history(8)
-    await _start(compactor, messages)
+    summarizer, compactor, messages = await _started()
     grown = [*messages, *_history(10)[16:]]
     keep_more = _policy(keep=ContextSize(type="messages", value=8))
     outcome = await run_async(
@@ -385,10 +387,7 @@ async def test_a_larger_keep_is_a_miss() -> None:
 
 
 async def test_a_changed_prior_summary_is_a_miss_at_compaction_time() -> None:
-    summarizer = GatedSummarizer()
-    compactor = _compactor(summarizer, _policy())
-    messages = _history(8)
-    await _start(compactor, messages)
+    summarizer, compactor, messages = await _started()
     outcome = await run_async(
         compactor.compact_steps(messages, "a summary from elsewhere", thread_id="t", force=True)
     )
@@ -398,10 +397,7 @@ async def test_a_changed_prior_summary_is_a_miss_at_compaction_time() -> None:
 
 
 async def test_changed_summarizer_settings_are_a_miss() -> None:
-    summarizer = GatedSummarizer()
-    compactor = _compactor(summarizer, _policy())
-    messages = _history(8)
-    await _start(compactor, messages)
+    summarizer, compactor, messages = await _started()
     other_prompt = _policy(summary_prompt="Summarize tersely:\n{messages}")
     outcome = await run_async(
         compactor.compact_steps(messages, None, thread_id="t", policy=other_prompt, force=True)
@@ -411,10 +407,7 @@ async def test_changed_summarizer_settings_are_a_miss() -> None:
 
 
 async def test_manual_compaction_never_takes_a_background_summary() -> None:
-    summarizer = GatedSummarizer()
-    compactor = _compactor(summarizer, _policy())
-    messages = _history(8)
-    await _start(compactor, messages)
+    summarizer, compactor, messages = await _started()
     outcome = await run_async(
         compactor.compact_steps(messages, None, thread_id="t", force=True, manual=True)
     )

@@ -23,11 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatResult
 
-from foldwise._local_model import LocalChatModel, one_generation
+from foldwise._local_model import DelayedChatModel
 
 __all__ = [
     "BenchChatModel",
@@ -39,7 +37,7 @@ __all__ = [
 _MODEL_PATH = "foldwise.bench._presummary:BenchChatModel"
 
 
-class BenchChatModel(LocalChatModel):
+class BenchChatModel(DelayedChatModel):
     """A chat model that waits `delay_seconds` (on the loop) and answers `reply_words` words.
 
     As a summarizer it answers a short structured summary instead.
@@ -54,25 +52,11 @@ class BenchChatModel(LocalChatModel):
         """Tools are accepted and never called: the benchmark's turns are plain answers."""
         return self
 
-    def _reply(self, messages: list[BaseMessage]) -> AIMessage:
+    def _reply(self, messages: list[BaseMessage]) -> BaseMessage:
         if messages and "<new_messages>" in str(messages[0].content):
             words = " ".join(f"fact{i}" for i in range(self.summary_words))
             return AIMessage(content=f"## Session intent\nbenchmark thread\n## Facts\n{words}")
         return AIMessage(content=" ".join(f"word{i % 97}" for i in range(self.reply_words)))
-
-    def _answer(self, messages: list[BaseMessage], options: dict[str, Any]) -> BaseMessage:
-        time.sleep(self.delay_seconds)
-        return self._reply(messages)
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        await asyncio.sleep(self.delay_seconds)
-        return one_generation(self._reply(messages))
 
 
 @dataclass(frozen=True)
