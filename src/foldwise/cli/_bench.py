@@ -132,6 +132,25 @@ def offload(
     _print_report(report, as_json=as_json, out=None)
 
 
+@bench_app.command("presummary")
+def presummary(
+    quick: Annotated[bool, _quick("Fast models, 30 turns (seconds).")] = False,
+    as_json: _JsonOption = False,
+    out: _OutOption = None,
+) -> None:
+    """The compacting turn's latency with background pre-summarization off and on.
+
+    One thread, turn by turn, through `create_agent` with a 2 s summarizer: p95 of the turns
+    that compacted over p95 of ordinary turns, when the window between `presummarize_at` and
+    the trigger outlasts the summarizer and when it does not.
+    """
+    from foldwise.bench import run_presummary_benchmark
+
+    with fail_on_errors():
+        report = run_presummary_benchmark(quick=quick)
+    _print_report(report, as_json=as_json, out=out)
+
+
 @bench_app.command("memory")
 def memory(
     quick: Annotated[bool, _quick("Fewer threads, a 2,000-fact latency corpus (seconds).")] = False,

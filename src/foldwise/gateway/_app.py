@@ -208,6 +208,7 @@ def create_app(
                 finally:
                     await queue.stop()
                     await runs.shutdown(shutdown_grace_seconds)
+                    await agents.aclose()  # background summaries: nothing left pending
                     logger.info("foldwise gateway stopped")
         finally:
             await storage.aclose()
