@@ -15,6 +15,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from foldwise._lru import LRUDict
 from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._telemetry import record_compaction
 from foldwise.compaction._planner import (
     CompactionDecision,
     CompactionPlan,
@@ -301,6 +302,7 @@ class Compactor:
         if receipt is None:
             return
         logger.info("%s", receipt.log_line())
+        record_compaction(receipt)
         for observer in self.observers:
             try:
                 observer(receipt)
