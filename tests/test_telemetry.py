@@ -252,3 +252,47 @@ async def test_a_failed_run_span_is_an_error(tmp_path: Path, otel: Telemetry) ->
     assert "provider is down" not in str(run.status.description)
     (chat,) = otel.finished("chat scripted")
     assert _attrs(chat)["error.type"] == "RuntimeError"
+
+
+async def test_memory_extract_write_and_recall_are_traced(tmp_path: Path, otel: Telemetry) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from foldwise._steps import run_async
+    from foldwise.memory import MemoryManager, namespace_for
+    from foldwise.memory._backends import open_backend
+    from foldwise.memory._inject import memory_context_steps
+
+    asyncio.get_running_loop().set_debug(True)
+    manager = MemoryManager(open_backend(f"sqlite:///{tmp_path / 'memory.db'}"))
+    await manager.asetup()
+    namespace = namespace_for("alice", "agent")
+    said = [HumanMessage("My name is Ada Quill and I live in Lisbon.", id="h1")]
+    try:
+        decisions = await manager.aremember(namespace, said)
+        context = await run_async(
+            memory_context_steps(
+                manager,
+                [namespace],
+                "where do I live?",
+                max_tokens=1500,
+                recall_k=8,
+                profile_share=0.6,
+                count=len,
+            )
+        )
+    finally:
+        await manager.aclose()
+    added = [d for d in decisions if d.action == "add"]
+    assert added, decisions
+    (extract,) = otel.finished("foldwise.memory.extract")
+    assert _attrs(extract)["foldwise.memory.messages"] == 1
+    assert _attrs(extract)["foldwise.memory.candidates"] >= len(added)
+    (write,) = otel.finished("foldwise.memory.write")
+    assert _attrs(write)["foldwise.memory.decisions"] == len(decisions)
+    assert _attrs(write)["foldwise.memory.action.add"] == len(added)
+    (recall,) = otel.finished("foldwise.memory.recall")
+    assert _attrs(recall)["foldwise.memory.active"] == len(added)
+    assert _attrs(recall)["foldwise.memory.recalled"] >= 1
+    assert "Lisbon" in str(context)
+    for span in (extract, write, recall):
+        assert all("Lisbon" not in str(v) and "Ada" not in str(v) for v in _attrs(span).values())
