@@ -92,10 +92,69 @@ async def _measure(mode: str, requests: int) -> dict[str, float]:
     }
 
 
+async def _micro(mode: str, iterations: int) -> dict[str, float]:
+    """CPU per request of foldwise's instrumentation calls alone, as one `runs.wait` makes them.
+
+    A run span around a stand-in for the run that, like the agent, makes one model call
+    (the tracer's two callbacks when it is attached), one lease wait, and, per request, one
+    compaction-free run: no offload or compaction spans.
+    """
+    from types import SimpleNamespace
+    from uuid import uuid4
+
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, LLMResult
+
+    from foldwise._telemetry import timed
+    from foldwise.gateway._telemetry import traced_run
+
+    _setup(mode)
+    answer = AIMessage("ok", usage_metadata={"input_tokens": 9, "output_tokens": 1, "total_tokens": 10})
+    result = LLMResult(generations=[[ChatGeneration(message=answer)]])
+    spec = SimpleNamespace(
+        assistant_id="agent", thread_id="t", model_name=None, stream_modes=(), messages=[1]
+    )
+    meta = {"ls_model_name": "stub", "ls_provider": "openai"}
+
+    async def execute(run: object, config: dict) -> None:
+        for handler in config.get("callbacks") or ():
+            call = uuid4()
+            handler.on_chat_model_start({}, [[]], run_id=call, tags=[], metadata=meta)
+            handler.on_llm_end(result, run_id=call)
+        run.status = "success"  # type: ignore[attr-defined]
+
+    async def one() -> None:
+        with timed("foldwise.lease.wait", {"foldwise.lease.kind": "run"}):
+            pass
+        run = SimpleNamespace(run_id="r", spec=spec, status="running", error=None)
+        await traced_run(run, {}, execute)  # type: ignore[arg-type]
+
+    for _ in range(1000):
+        await one()
+    cpu = time.process_time()
+    for _ in range(iterations):
+        await one()
+    return {"cpu_us": (time.process_time() - cpu) / iterations * 1e6}
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         mode, requests = sys.argv[2], int(sys.argv[3])
         print(json.dumps(asyncio.run(_measure(mode, requests))))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--micro":
+        for mode in MODES:
+            out = subprocess.run(
+                [sys.executable, __file__, "--micro-child", mode],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONPATH": os.getcwd()},
+            )
+            print(mode, out.stdout.strip())
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--micro-child":
+        print(json.dumps(asyncio.run(_micro(sys.argv[2], 20000))))
         return
     requests = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
