@@ -109,7 +109,9 @@ async def _micro(mode: str, iterations: int) -> dict[str, float]:
     from foldwise.gateway._telemetry import traced_run
 
     _setup(mode)
-    answer = AIMessage("ok", usage_metadata={"input_tokens": 9, "output_tokens": 1, "total_tokens": 10})
+    answer = AIMessage(
+        "ok", usage_metadata={"input_tokens": 9, "output_tokens": 1, "total_tokens": 10}
+    )
     result = LLMResult(generations=[[ChatGeneration(message=answer)]])
     spec = SimpleNamespace(
         assistant_id="agent", thread_id="t", model_name=None, stream_modes=(), messages=[1]
