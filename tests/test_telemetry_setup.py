@@ -95,7 +95,8 @@ def test_foldwise_runs_without_the_opentelemetry_api(tmp_path: Path) -> None:
         "otel_loaded": False,
     }
     assert result["compactions"] >= 1
-    assert "took" not in out.stderr  # asyncio debug: no callback held the loop 100 ms
+    # asyncio debug mode reports coroutines never awaited and tasks destroyed while pending.
+    assert "never awaited" not in out.stderr and "destroyed but it is pending" not in out.stderr
 
 
 CONFIGURE = textwrap.dedent(
