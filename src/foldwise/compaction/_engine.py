@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from foldwise._lru import LRUDict
 from foldwise._steps import Io, Steps, run_async, run_sync
+from foldwise._telemetry import record_compaction
 from foldwise.compaction._outcome import (
     CompactionJob,
     CompactionOutcome,
@@ -168,6 +169,7 @@ class Compactor:
         if receipt is None:
             return
         logger.info("%s", receipt.log_line())
+        record_compaction(receipt)
         for observer in self.observers:
             try:
                 observer(receipt)
