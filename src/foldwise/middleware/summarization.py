@@ -65,7 +65,9 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
 
     The summary goes to the `summary_text` channel (rendered as data by the durable-context
     middleware, or by this one when used alone), never into `messages`. A failed summary
-    changes nothing. Use `from_config(config)` or pass the pieces directly.
+    changes nothing. Use `from_config(config)` or pass the pieces directly. With
+    `summarization.presummarize_at`, async runs summarize the next compaction's span in the
+    background (docs/compaction.md); `aclose` cancels what still runs.
 
     Args:
         config: The foldwise configuration (defaults apply when omitted).
