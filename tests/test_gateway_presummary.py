@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 from langchain_core.messages import BaseMessage
 
+from foldwise.bench._serve import open_app
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     Gate,
     gateway_config,
     is_summarizer_call,
-    open_gateway,
     scripted_factory,
     user,
 )
@@ -61,7 +61,7 @@ async def _turn(c: httpx.AsyncClient, text: str) -> None:
 async def test_gateway_commits_a_precomputed_summary_and_marks_it(tmp_path: Path) -> None:
     model = ScriptedChatModel(default=brain())
     config = gateway_config(tmp_path, SETTINGS)
-    async with open_gateway(config, scripted_factory(model)) as (c, _app):
+    async with open_app(config, scripted_factory(model)) as (c, _app):
         assert (await c.post("/threads", json={"thread_id": "t"})).status_code == 200
         receipts: list[dict[str, Any]] = []
         for i in range(8):
@@ -89,7 +89,7 @@ async def test_gateway_shutdown_leaves_no_background_summary_pending(tmp_path: P
     model = ScriptedChatModel(default=brain(gate))
     config = gateway_config(tmp_path, SETTINGS)
     try:
-        async with open_gateway(config, scripted_factory(model)) as (c, _app):
+        async with open_app(config, scripted_factory(model)) as (c, _app):
             assert (await c.post("/threads", json={"thread_id": "t"})).status_code == 200
             for i in range(4):
                 await _turn(c, f"question {i}")

@@ -19,12 +19,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from foldwise import _telemetry
+from foldwise.bench._serve import open_app
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     Gate,
     gateway_config,
     is_summarizer_call,
-    open_gateway,
     scripted_factory,
     user,
 )
@@ -108,7 +108,7 @@ async def test_a_run_that_offloads_and_compacts_is_traced(tmp_path: Path, otel: 
     asyncio.get_running_loop().set_debug(True)
     model = ScriptedChatModel(default=brain, usage=True)
     config = gateway_config(tmp_path, COMPACTING)
-    async with open_gateway(config, scripted_factory(model, tools=[fetch])) as (c, _):
+    async with open_app(config, scripted_factory(model, tools=[fetch])) as (c, _):
         await c.post("/threads", json={"thread_id": "t1"})
         run_ids = []
         for text in ("fetch it", "turn 1", "turn 2", "turn 3"):
@@ -201,7 +201,7 @@ async def test_busy_answers_queue_waits_and_gauges(tmp_path: Path, otel: Telemet
     gate = Gate()
     model = ScriptedChatModel(responses=[gate.respond("first"), "second"])
     config = gateway_config(tmp_path, {"summarization": {"enabled": False}})
-    async with open_gateway(config, scripted_factory(model), queue_poll_seconds=0.05) as (c, _):
+    async with open_app(config, scripted_factory(model), queue_poll_seconds=0.05) as (c, _):
         await c.post("/threads", json={"thread_id": "q"})
         body = {"assistant_id": "agent", "input": user("one")}
         first = asyncio.create_task(c.post("/threads/q/runs/wait", json=body))
@@ -250,7 +250,7 @@ async def test_a_failed_run_span_is_an_error(tmp_path: Path, otel: Telemetry) ->
 
     model = ScriptedChatModel(default=broken)
     config = gateway_config(tmp_path, {"summarization": {"enabled": False}})
-    async with open_gateway(config, scripted_factory(model)) as (c, _):
+    async with open_app(config, scripted_factory(model)) as (c, _):
         await c.post("/threads", json={"thread_id": "f"})
         r = await c.post("/threads/f/runs/wait", json={"assistant_id": "agent", "input": user("x")})
         assert r.status_code >= 500

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -17,10 +16,11 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tracers.context import collect_runs
 
 from foldwise import _telemetry
+from foldwise.bench._serve import child_env, open_app, start_serve
 from foldwise.testing import ScriptedChatModel
 from tests.support import OpenAIStub
-from tests.support.gateway import gateway_config, open_gateway, scripted_factory, user
-from tests.test_serve_e2e import launch, write_config
+from tests.support.gateway import gateway_config, scripted_factory, user
+from tests.test_serve_e2e import write_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,7 +162,8 @@ def test_foldwise_serve_exports_spans_and_metrics_from_otel_env(tmp_path: Path) 
     }
     with OpenAIStub(lambda body: "Hello from the stub.") as stub:
         config_path = write_config(tmp_path, stub)
-        process, url, log_path = launch(config_path, tmp_path, env=env)
+        server = start_serve(config_path, tmp_path, env=child_env(env, pythonpath=[ROOT]))
+        url = server.url
         try:
             thread = httpx.post(url + "/threads", json={}).json()["thread_id"]
             r = httpx.post(
@@ -172,10 +173,9 @@ def test_foldwise_serve_exports_spans_and_metrics_from_otel_env(tmp_path: Path) 
             )
             assert r.status_code == 200, r.text
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=30)
-    log = log_path.read_text()
-    assert process.returncode == 0, log
+            server.stop()
+    log = server.log_text()
+    assert server.returncode == 0, log
     assert '"name": "invoke_agent agent"' in log
     assert '"name": "chat stub"' in log
     assert '"gen_ai.usage.input_tokens"' in log
@@ -203,7 +203,7 @@ async def test_langchain_tracers_see_every_call_beside_foldwise_spans(tmp_path: 
     model = ScriptedChatModel(default=brain)
     config = gateway_config(tmp_path, {"summarization": {"enabled": False}})
     try:
-        async with open_gateway(config, scripted_factory(model)) as (c, _):
+        async with open_app(config, scripted_factory(model)) as (c, _):
             await c.post("/threads", json={"thread_id": "ls"})
             with collect_runs() as collected:
                 r = await c.post(
