@@ -27,6 +27,7 @@ import pytest
 import yaml
 from playwright.sync_api import Browser, Page, Request, expect, sync_playwright
 
+from foldwise.bench._serve import serving
 from tests.support import OpenAIStub
 from tests.support.agent_chat_ui import (
     ASSISTANT_ID,
@@ -35,7 +36,7 @@ from tests.support.agent_chat_ui import (
     missing_requirement,
     serve_static,
 )
-from tests.test_serve_e2e import running_server, write_config
+from tests.test_serve_e2e import write_config
 
 pytestmark = pytest.mark.browser
 
@@ -173,7 +174,8 @@ def session(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Itera
         config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
         config["gateway"] = {"cors_origins": [ui_url]}
         config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
-        with running_server(config_path, tmp_path) as api_url:
+        with serving(config_path, tmp_path, pythonpath=[ROOT]) as server:
+            api_url = server.url
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             page = context.new_page()
             page.set_default_timeout(TIMEOUT_MS)

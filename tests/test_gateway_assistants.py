@@ -10,8 +10,9 @@ import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
+from foldwise.bench._serve import open_app
 from foldwise.gateway._agents import assistant_uuid
-from tests.support.gateway import gateway_config, open_gateway
+from tests.support.gateway import gateway_config
 
 MODELS = {
     "summarization": {"trigger": {"type": "messages", "value": 1000}},
@@ -27,7 +28,7 @@ READ_ONLY = {"detail": "assistants come from foldwise.yaml; edit the config"}
 async def sdk(tmp_path: Path) -> AsyncIterator[LangGraphClient]:
     """The SDK client on an in-process gateway serving `agent`, `main` and `small`."""
     config = gateway_config(tmp_path, MODELS)
-    async with open_gateway(config) as (http, _):
+    async with open_app(config) as (http, _):
         yield LangGraphClient(http)
 
 

@@ -10,15 +10,11 @@ import pytest
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
+from foldwise.bench._serve import open_app
 from foldwise.errors import ConfigError
 from foldwise.gateway import create_app
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import (
-    gateway_config,
-    open_gateway,
-    scripted_factory,
-    user,
-)
+from tests.support.gateway import gateway_config, scripted_factory, user
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 KEYS = {
@@ -43,7 +39,7 @@ async def test_identities_cannot_see_each_others_threads(
         update={"storage": config.storage.model_copy(update={"url": storage_url})}
     )
     model = ScriptedChatModel(default="answer")
-    async with open_gateway(config, scripted_factory(model)) as (c, _):
+    async with open_app(config, scripted_factory(model)) as (c, _):
         made = await c.post("/threads", json={"thread_id": "a1"}, headers=ALICE)
         assert made.status_code == 200, made.text
         run = await c.post(
@@ -120,7 +116,7 @@ async def test_keys_are_checked_and_public_paths_stay_open(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     config = keyed_config(tmp_path, monkeypatch)
-    async with open_gateway(config, scripted_factory(ScriptedChatModel())) as (c, _):
+    async with open_app(config, scripted_factory(ScriptedChatModel())) as (c, _):
         for headers in (
             {},
             {"x-api-key": "wrong"},
@@ -141,9 +137,10 @@ async def test_keys_are_checked_and_public_paths_stay_open(
 
 
 async def test_no_auth_means_one_local_identity(tmp_path: Path) -> None:
-    async with open_gateway(
-        gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         await c.post("/threads", json={"thread_id": "t"})
         assert (await c.get("/threads/t")).status_code == 200
         listed = await c.post("/threads/search", json={}, headers={"x-api-key": "ignored"})
@@ -179,7 +176,7 @@ async def test_authenticator_hook(
             "authenticator": f"tests.test_gateway_auth:{hook}",
         },
     )
-    async with open_gateway(config, scripted_factory(ScriptedChatModel())) as (c, _):
+    async with open_app(config, scripted_factory(ScriptedChatModel())) as (c, _):
         await c.post("/threads", json={"thread_id": "z"}, headers={"x-user": "zoe"})
         assert (await c.get("/threads/z", headers={"x-user": "zoe"})).status_code == 200
         assert (await c.get("/threads/z", headers={"x-user": "yan"})).status_code == 404

@@ -15,14 +15,9 @@ from fastapi import FastAPI
 from langchain_core.messages import BaseMessage
 from langgraph_sdk.client import LangGraphClient
 
+from foldwise.bench._serve import open_app
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import (
-    Gate,
-    gateway_config,
-    open_gateway,
-    scripted_factory,
-    user,
-)
+from tests.support.gateway import Gate, gateway_config, scripted_factory, user
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 
@@ -35,7 +30,7 @@ async def sdk_gateway(
     config = gateway_config(
         tmp_path, {**QUIET, **({"storage": {"url": storage}} if storage else {})}
     )
-    async with open_gateway(config, scripted_factory(model), **options) as (_, app):
+    async with open_app(config, scripted_factory(model), **options) as (_, app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
             transport=transport, base_url="http://testserver", timeout=30

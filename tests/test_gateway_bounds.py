@@ -12,15 +12,9 @@ from typing import Any
 
 import pytest
 
+from foldwise.bench._serve import open_app
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import (
-    drop_schema,
-    gateway_config,
-    open_gateway,
-    postgres_url,
-    scripted_factory,
-    user,
-)
+from tests.support.gateway import drop_schema, gateway_config, postgres_url, scripted_factory, user
 
 TOO_BIG = 2**63
 LARGEST = 2**63 - 1
@@ -81,7 +75,7 @@ async def _check_bounds(client: Any) -> None:
 
 async def test_out_of_range_integers_are_422_on_sqlite(tmp_path: Path) -> None:
     factory = scripted_factory(ScriptedChatModel(default="ok"))
-    async with open_gateway(gateway_config(tmp_path), factory) as (client, _):
+    async with open_app(gateway_config(tmp_path), factory) as (client, _):
         await _check_bounds(client)
 
 
@@ -91,7 +85,7 @@ async def test_out_of_range_integers_are_422_on_postgres(tmp_path: Path) -> None
     try:
         config = gateway_config(tmp_path, {"storage": {"url": url}})
         factory = scripted_factory(ScriptedChatModel(default="ok"))
-        async with open_gateway(config, factory) as (client, _):
+        async with open_app(config, factory) as (client, _):
             await _check_bounds(client)
     finally:
         drop_schema(dsn, schema)

@@ -9,15 +9,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
+from foldwise.bench._serve import open_app
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import (
-    Gate,
-    gateway_config,
-    is_summarizer_call,
-    open_gateway,
-    scripted_factory,
-    user,
-)
+from tests.support.gateway import Gate, gateway_config, is_summarizer_call, scripted_factory, user
 
 MANUAL_ONLY = {
     "summarization": {
@@ -59,7 +53,7 @@ async def test_compact_returns_the_receipt_and_the_transcript_keeps_everything(
             "summarization": {**MANUAL_ONLY["summarization"], "preserve_human": {"mode": "none"}},
         },
     )
-    async with open_gateway(config, scripted_factory(model)) as (c, _):
+    async with open_app(config, scripted_factory(model)) as (c, _):
         thread = await thread_with_turns(c)
         before = (await c.get(f"/threads/{thread}/state")).json()
         r = await c.post(f"/threads/{thread}/compact", json={"force": True})
@@ -107,7 +101,7 @@ async def test_compact_returns_the_receipt_and_the_transcript_keeps_everything(
 
 async def test_nothing_to_compact_says_precisely_why(tmp_path: Path) -> None:
     model = ScriptedChatModel(default=brain())
-    async with open_gateway(gateway_config(tmp_path, MANUAL_ONLY), scripted_factory(model)) as (
+    async with open_app(gateway_config(tmp_path, MANUAL_ONLY), scripted_factory(model)) as (
         c,
         _,
     ):
@@ -155,7 +149,7 @@ async def test_invalid_compact_bodies_get_422(
     tmp_path: Path, body: dict[str, Any], needle: str
 ) -> None:
     model = ScriptedChatModel(default=brain())
-    async with open_gateway(gateway_config(tmp_path, MANUAL_ONLY), scripted_factory(model)) as (
+    async with open_app(gateway_config(tmp_path, MANUAL_ONLY), scripted_factory(model)) as (
         c,
         _,
     ):
@@ -167,7 +161,7 @@ async def test_invalid_compact_bodies_get_422(
 
 async def test_compact_unknown_and_malformed_threads(tmp_path: Path) -> None:
     model = ScriptedChatModel(default=brain())
-    async with open_gateway(gateway_config(tmp_path, MANUAL_ONLY), scripted_factory(model)) as (
+    async with open_app(gateway_config(tmp_path, MANUAL_ONLY), scripted_factory(model)) as (
         c,
         _,
     ):
@@ -182,7 +176,7 @@ async def test_compact_unknown_and_malformed_threads(tmp_path: Path) -> None:
 async def test_compact_while_a_run_streams_gets_409(tmp_path: Path) -> None:
     gate = Gate()
     model = ScriptedChatModel(default=brain())
-    async with open_gateway(gateway_config(tmp_path, MANUAL_ONLY), scripted_factory(model)) as (
+    async with open_app(gateway_config(tmp_path, MANUAL_ONLY), scripted_factory(model)) as (
         c,
         _,
     ):
@@ -213,7 +207,7 @@ async def test_compact_while_a_run_streams_gets_409(tmp_path: Path) -> None:
 async def test_compact_when_disabled_gets_409(tmp_path: Path) -> None:
     model = ScriptedChatModel(default="x")
     config = gateway_config(tmp_path, {"summarization": {"enabled": False}})
-    async with open_gateway(config, scripted_factory(model)) as (c, _):
+    async with open_app(config, scripted_factory(model)) as (c, _):
         thread = await thread_with_turns(c, turns=1)
         r = await c.post(f"/threads/{thread}/compact", json={})
         assert r.status_code == 409 and "disabled" in r.json()["detail"]
@@ -229,7 +223,7 @@ async def test_failed_summarization_gets_502_and_changes_nothing(tmp_path: Path)
     config = gateway_config(
         tmp_path, {"summarization": {**MANUAL_ONLY["summarization"], "fallback": None}}
     )
-    async with open_gateway(config, scripted_factory(model)) as (c, app):
+    async with open_app(config, scripted_factory(model)) as (c, app):
         thread = await thread_with_turns(c, turns=3)
         before = (await c.get(f"/threads/{thread}/state")).json()
         transcript_before = (await c.get(f"/threads/{thread}/transcript")).json()

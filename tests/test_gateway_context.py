@@ -9,18 +9,13 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
+from foldwise.bench._serve import open_app
 from foldwise.compaction import decide_compaction
 from foldwise.durable import inject_durable_context, render_sections
 from foldwise.gateway import HostedAgent
 from foldwise.testing import ScriptedChatModel
 from foldwise.tokens import get_counter
-from tests.support.gateway import (
-    gateway_config,
-    is_summarizer_call,
-    open_gateway,
-    scripted_factory,
-    user,
-)
+from tests.support.gateway import gateway_config, is_summarizer_call, scripted_factory, user
 
 SYSTEM = "You review proposals for the data platform team. Be precise."
 
@@ -73,7 +68,7 @@ async def test_context_splits_the_next_request_and_shows_thresholds(tmp_path: Pa
         model.default = brain  # type: ignore[attr-defined]
         return HostedAgent(graph, system_prompt=SYSTEM)
 
-    async with open_gateway(config, factory) as (c, _):
+    async with open_app(config, factory) as (c, _):
         await c.post("/threads", json={"thread_id": "ctx"})
         for i in range(3):
             await c.post(
@@ -135,7 +130,7 @@ async def test_context_predicts_the_next_compaction(tmp_path: Path) -> None:
         },
     )
     model = ScriptedChatModel(default="reply " * 30)
-    async with open_gateway(config, scripted_factory(model)) as (c, _):
+    async with open_app(config, scripted_factory(model)) as (c, _):
         await c.post("/threads", json={"thread_id": "p"})
         await c.post("/threads/p/runs/wait", json={"assistant_id": "agent", "input": user("one")})
         first = (await c.get("/threads/p/context")).json()
@@ -174,7 +169,7 @@ async def test_context_is_read_only_and_measures_off_the_event_loop(tmp_path: Pa
         tmp_path, {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
     )
     model = ScriptedChatModel(default="an answer", usage=True)
-    async with open_gateway(config, _probe_factory(model)) as (c, app):
+    async with open_app(config, _probe_factory(model)) as (c, app):
         hosted = app.state.gateway.agents.get()
         counter = hosted.summarization.counter
         states = {}

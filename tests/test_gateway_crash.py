@@ -24,17 +24,12 @@ import httpx
 import yaml
 from langchain_core.messages import AIMessage, BaseMessage
 
+from foldwise.bench._serve import child_env, open_app, start_serve
 from foldwise.compaction import CompactionReceipt
 from foldwise.testing import ScriptedChatModel
 from tests.support import OpenAIStub
-from tests.support.gateway import (
-    gateway_config,
-    is_summarizer_call,
-    open_gateway,
-    scripted_factory,
-    user,
-)
-from tests.test_serve_e2e import launch, write_config
+from tests.support.gateway import gateway_config, is_summarizer_call, scripted_factory, user
+from tests.test_serve_e2e import ROOT, write_config
 
 SUMMARY = "SUMMARY: the conversation so far."
 
@@ -74,7 +69,7 @@ def _labels(entries: list[dict[str, Any]]) -> list[str]:
 
 async def test_a_run_start_records_what_a_crash_left_in_the_state_only(tmp_path: Path) -> None:
     model = ScriptedChatModel(default=_brain)
-    async with open_gateway(gateway_config(tmp_path), scripted_factory(model)) as (c, app):
+    async with open_app(gateway_config(tmp_path), scripted_factory(model)) as (c, app):
         await c.post("/threads", json={"thread_id": "t"})
         first = {"assistant_id": "agent", "input": user("one", id="h1")}
         assert (await c.post("/threads/t/runs/wait", json=first)).status_code == 200
@@ -124,7 +119,7 @@ async def test_a_compaction_records_lost_messages_before_removing_them(tmp_path:
         },
     )
     model = ScriptedChatModel(default=_brain)
-    async with open_gateway(config, scripted_factory(model)) as (c, app):
+    async with open_app(config, scripted_factory(model)) as (c, app):
         await c.post("/threads", json={"thread_id": "k"})
         for i in range(2):
             body = {"assistant_id": "agent", "input": user(f"q{i}", id=f"q{i}")}
@@ -150,9 +145,10 @@ async def test_a_compaction_records_lost_messages_before_removing_them(tmp_path:
 def _server(config_path: Path, cwd: Path, pause_marker: Path | None) -> Iterator[tuple[Any, str]]:
     """`foldwise serve` on a free port; with `pause_marker`, armed with the test-only pause."""
     env = {"FOLDWISE_TEST_PAUSE_AFTER_CHECKPOINT": str(pause_marker)} if pause_marker else {}
-    process, url, _log = launch(config_path, cwd, env=env)
+    server = start_serve(config_path, cwd, env=child_env(env, pythonpath=[ROOT]))
+    process = server.process
     try:
-        yield process, url
+        yield process, server.url
     finally:
         if process.poll() is None:
             process.kill()

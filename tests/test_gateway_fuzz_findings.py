@@ -11,9 +11,10 @@ import httpx
 import pytest
 
 import foldwise
+from foldwise.bench._serve import open_app
 from foldwise.gateway import AgentRequest, HostedAgent
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, user
+from tests.support.gateway import gateway_config, user
 
 
 def _factory(request: AgentRequest) -> HostedAgent:
@@ -29,7 +30,7 @@ async def client(tmp_path: Path, storage_url: str) -> AsyncIterator[httpx.AsyncC
     config = gateway_config(
         tmp_path, {"storage": {"url": storage_url}, "memory": {"enabled": True}}
     )
-    async with open_gateway(config, _factory) as (c, _app):
+    async with open_app(config, _factory) as (c, _app):
         made = await c.post("/threads", json={"thread_id": "t"})
         assert made.status_code == 200, made.text
         ran = await c.post(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from foldwise.bench._serve import open_app
 from foldwise.errors import (
     CompactionDisabledError,
     ConfigError,
@@ -19,7 +20,7 @@ from foldwise.errors import (
 from foldwise.gateway import status_for
 from foldwise.gateway.storage import InvalidThreadIdError
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, scripted_factory, user
+from tests.support.gateway import gateway_config, scripted_factory, user
 
 SMALL = {
     "gateway": {"max_body_bytes": 2000},
@@ -29,7 +30,7 @@ SMALL = {
 
 async def test_bodies_over_the_limit_get_413_before_parsing(tmp_path: Path) -> None:
     model = ScriptedChatModel(default="never")
-    async with open_gateway(gateway_config(tmp_path, SMALL), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path, SMALL), scripted_factory(model)) as (c, _):
         await c.post("/threads", json={"thread_id": "t"})
         big = {"assistant_id": "agent", "input": user("x" * 5000)}
         r = await c.post("/threads/t/runs/wait", json=big)
@@ -77,7 +78,7 @@ async def test_bodies_over_the_limit_get_413_before_parsing(tmp_path: Path) -> N
 async def test_malformed_bodies_are_client_errors(
     tmp_path: Path, content: bytes, status: int, prefix: str
 ) -> None:
-    async with open_gateway(gateway_config(tmp_path), scripted_factory(ScriptedChatModel())) as (
+    async with open_app(gateway_config(tmp_path), scripted_factory(ScriptedChatModel())) as (
         c,
         _,
     ):
@@ -87,7 +88,7 @@ async def test_malformed_bodies_are_client_errors(
 
 
 async def test_unknown_routes_and_methods_answer_json(tmp_path: Path) -> None:
-    async with open_gateway(gateway_config(tmp_path), scripted_factory(ScriptedChatModel())) as (
+    async with open_app(gateway_config(tmp_path), scripted_factory(ScriptedChatModel())) as (
         c,
         _,
     ):
@@ -100,7 +101,7 @@ async def test_unknown_routes_and_methods_answer_json(tmp_path: Path) -> None:
 
 
 async def test_health_reports_storage_and_assistants(tmp_path: Path) -> None:
-    async with open_gateway(gateway_config(tmp_path), scripted_factory(ScriptedChatModel())) as (
+    async with open_app(gateway_config(tmp_path), scripted_factory(ScriptedChatModel())) as (
         c,
         _,
     ):
@@ -146,7 +147,7 @@ def test_checkpoints_are_read_with_the_strict_type_allowlist() -> None:
 
 async def test_run_records(tmp_path: Path) -> None:
     model = ScriptedChatModel(default="ok")
-    async with open_gateway(gateway_config(tmp_path), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path), scripted_factory(model)) as (c, _):
         await c.post("/threads", json={"thread_id": "r"})
         r = await c.post("/threads/r/runs/wait", json={"assistant_id": "agent", "input": user("x")})
         run_id = r.headers["content-location"].rsplit("/", 1)[1]
@@ -160,7 +161,7 @@ async def test_run_records(tmp_path: Path) -> None:
 
 
 async def test_health_is_503_when_the_database_is_gone(tmp_path: Path) -> None:
-    async with open_gateway(gateway_config(tmp_path), scripted_factory(ScriptedChatModel())) as (
+    async with open_app(gateway_config(tmp_path), scripted_factory(ScriptedChatModel())) as (
         c,
         app,
     ):

@@ -20,13 +20,13 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 from psycopg import sql
 
+from foldwise.bench._serve import open_app
 from foldwise.gateway.storage import MIGRATIONS, open_storage
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     drop_schema,
     gateway_config,
     is_summarizer_call,
-    open_gateway,
     postgres_url,
     scripted_factory,
     user,
@@ -94,7 +94,7 @@ async def test_a_run_that_lost_its_lease_cannot_write_its_checkpoint(
 
     config = gateway_config(tmp_path, {"storage": {"url": storage_url}})
     factory = scripted_factory(ScriptedChatModel(default=brain), tools=[slow_step])
-    async with open_gateway(config, factory) as (c, app):
+    async with open_app(config, factory) as (c, app):
         gateway["storage"] = app.state.gateway.storage
         thread = (await c.post("/threads", json={})).json()["thread_id"]
         r = await c.post(
@@ -127,7 +127,7 @@ async def test_a_compaction_that_lost_its_lease_leaves_the_thread_and_receipts_a
         return "answer " + "with some length " * 10
 
     config = gateway_config(tmp_path, {**MANUAL_ONLY, "storage": {"url": storage_url}})
-    async with open_gateway(config, scripted_factory(ScriptedChatModel(default=respond))) as (
+    async with open_app(config, scripted_factory(ScriptedChatModel(default=respond))) as (
         c,
         app,
     ):

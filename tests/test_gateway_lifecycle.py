@@ -10,16 +10,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
+from foldwise.bench._serve import open_app
 from foldwise.gateway._messages import INTERRUPTED_TOOL_RESULT
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import (
-    Gate,
-    gateway_config,
-    is_summarizer_call,
-    open_gateway,
-    scripted_factory,
-    user,
-)
+from tests.support.gateway import Gate, gateway_config, is_summarizer_call, scripted_factory, user
 
 COMPACTING = {
     "summarization": {
@@ -39,7 +33,7 @@ async def test_a_restarted_server_shows_the_same_state_transcript_and_receipts(
 ) -> None:
     config = gateway_config(tmp_path, {**COMPACTING, "storage": {"url": storage_url}})
     model = ScriptedChatModel(default=brain)
-    async with open_gateway(config, scripted_factory(model)) as (c, _):
+    async with open_app(config, scripted_factory(model)) as (c, _):
         await c.post("/threads", json={"thread_id": "keep-me", "metadata": {"team": "data"}})
         for i in range(4):
             r = await c.post(
@@ -57,7 +51,7 @@ async def test_a_restarted_server_shows_the_same_state_transcript_and_receipts(
     assert len(before["compactions"]) >= 2  # automatic ones during the runs, then the manual one
     assert [e["kind"] for e in before["transcript"]["entries"]].count("message") == 8
 
-    async with open_gateway(config, scripted_factory(ScriptedChatModel(default=brain))) as (c, _):
+    async with open_app(config, scripted_factory(ScriptedChatModel(default=brain))) as (c, _):
         for route in ("state", "transcript", "compactions"):
             assert (await c.get(f"/threads/keep-me/{route}")).json() == before[route], route
         assert (await c.get("/threads/keep-me")).json() == thread_before
@@ -82,8 +76,8 @@ async def test_two_instances_on_one_database_exclude_each_other(
     config = gateway_config(tmp_path, {**COMPACTING, "storage": {"url": storage_url}})
     slow = ScriptedChatModel(responses=[gate.respond("slow")], default=brain)
     async with (
-        open_gateway(config, scripted_factory(slow)) as (a, _),
-        open_gateway(config, scripted_factory(ScriptedChatModel(default=brain))) as (b, _),
+        open_app(config, scripted_factory(slow)) as (a, _),
+        open_app(config, scripted_factory(ScriptedChatModel(default=brain))) as (b, _),
     ):
         await a.post("/threads", json={"thread_id": "shared"})
         run = asyncio.create_task(
@@ -119,7 +113,7 @@ async def test_the_lease_is_renewed_while_a_long_run_streams(tmp_path: Path) -> 
     model = ScriptedChatModel(responses=[gate.respond("finally")])
     config = gateway_config(tmp_path)
     # TTL 1 s, renewed every third of it: the slack keeps a loaded machine from failing this.
-    async with open_gateway(config, scripted_factory(model), lease_ttl_seconds=1.0) as (c, app):
+    async with open_app(config, scripted_factory(model), lease_ttl_seconds=1.0) as (c, app):
         storage = app.state.gateway.storage
         await c.post("/threads", json={"thread_id": "long"})
         stream = asyncio.create_task(
@@ -140,7 +134,7 @@ async def test_the_lease_is_renewed_while_a_long_run_streams(tmp_path: Path) -> 
 async def test_a_run_whose_lease_is_taken_over_stops(tmp_path: Path) -> None:
     gate = Gate()
     model = ScriptedChatModel(responses=[gate.respond("too late")])
-    async with open_gateway(
+    async with open_app(
         gateway_config(tmp_path), scripted_factory(model), lease_ttl_seconds=0.3
     ) as (c, app):
         storage = app.state.gateway.storage
@@ -187,7 +181,7 @@ async def test_shutdown_interrupts_runs_without_corrupting_the_thread(tmp_path: 
         tmp_path, {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
     )
     try:
-        async with open_gateway(
+        async with open_app(
             config, scripted_factory(model, tools=[crawl]), shutdown_grace_seconds=0.2
         ) as (c, app):
             await c.post("/threads", json={"thread_id": "cut"})
@@ -205,7 +199,7 @@ async def test_shutdown_interrupts_runs_without_corrupting_the_thread(tmp_path: 
     assert response.status_code == 503 and "interrupted" in response.json()["detail"]
     assert shutdown_app.state.gateway.runs.active == {}
 
-    async with open_gateway(config, scripted_factory(model, tools=[crawl])) as (c, app):
+    async with open_app(config, scripted_factory(model, tools=[crawl])) as (c, app):
         storage = app.state.gateway.storage
         assert await storage.get_thread_lock("cut") is None
         runs = (await c.get("/threads/cut/runs")).json()
@@ -230,7 +224,7 @@ async def test_shutdown_interrupts_runs_without_corrupting_the_thread(tmp_path: 
 
 async def test_new_work_is_refused_while_shutting_down(tmp_path: Path) -> None:
     config = gateway_config(tmp_path)
-    async with open_gateway(config, scripted_factory(ScriptedChatModel(default="x"))) as (c, app):
+    async with open_app(config, scripted_factory(ScriptedChatModel(default="x"))) as (c, app):
         await c.post("/threads", json={"thread_id": "late"})
         await app.state.gateway.runs.shutdown(0)
         r = await c.post(

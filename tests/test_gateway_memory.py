@@ -10,9 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
+from foldwise.bench._serve import open_app
 from foldwise.memory import MemoryManager, namespace_for
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, scripted_factory
+from tests.support.gateway import gateway_config, scripted_factory
 
 ALICE = {"x-api-key": "key-alice"}
 BOB = {"Authorization": "Bearer key-bob"}
@@ -36,7 +37,7 @@ async def gateway(
     tmp_path: Path, storage_url: str
 ) -> AsyncIterator[tuple[httpx.AsyncClient, MemoryManager]]:
     factory = scripted_factory(ScriptedChatModel(default="ok"))
-    async with open_gateway(_config(tmp_path, storage_url), factory) as (client, app):
+    async with open_app(_config(tmp_path, storage_url), factory) as (client, app):
         memory = app.state.gateway.memory
         assert isinstance(memory, MemoryManager)
         yield client, memory
@@ -224,7 +225,7 @@ async def test_bad_input_is_a_422_naming_the_field(
 async def test_memory_routes_say_when_memory_is_off(tmp_path: Path) -> None:
     config = _config(tmp_path, f"sqlite:///{tmp_path / 'gw.db'}", enabled=False)
     factory = scripted_factory(ScriptedChatModel(default="ok"))
-    async with open_gateway(config, factory) as (c, app):
+    async with open_app(config, factory) as (c, app):
         assert app.state.gateway.memory is None
         for method, path in (("get", "/memory/facts"), ("post", "/memory/search")):
             answer = await c.request(method, path, json={"query": "x"}, headers=ALICE)
@@ -250,7 +251,7 @@ async def test_a_run_wakes_the_gateways_memory_worker(tmp_path: Path, storage_ur
     config = _config(tmp_path, storage_url)
     memory = config.memory.model_copy(update={"debounce_seconds": 0.0})
     config = config.model_copy(update={"memory": memory})
-    async with open_gateway(config, factory) as (c, app):
+    async with open_app(config, factory) as (c, app):
         gateway = app.state.gateway
         worker = gateway.agents.memory_worker
         assert worker is not None

@@ -22,8 +22,9 @@ import psycopg
 import yaml
 from psycopg import sql
 
+from foldwise.bench._serve import start_serve
 from tests.support import OpenAIStub
-from tests.test_serve_e2e import launch, write_config
+from tests.test_serve_e2e import ROOT, write_config
 
 _FINAL = ("success", "error", "interrupted")
 
@@ -94,7 +95,8 @@ def test_sigkill_during_background_runs_loses_no_run(tmp_path: Path, storage_url
         for cycle in range(2):
             model.entered.clear()
             model.released.clear()
-            process, url, log = launch(config_path, tmp_path)
+            server = start_serve(config_path, tmp_path, pythonpath=[ROOT])
+            process, url = server.process, server.url
             try:
                 if not thread:
                     thread = httpx.post(url + "/threads", json={}).json()["thread_id"]
@@ -112,7 +114,8 @@ def test_sigkill_during_background_runs_loses_no_run(tmp_path: Path, storage_url
             _expire_leases(storage_url)
             model.released.set()  # the dead server's model call ends into the void
 
-            process, url, log = launch(config_path, tmp_path)
+            server = start_serve(config_path, tmp_path, pythonpath=[ROOT])
+            process, url, log = server.process, server.url, server.log_path
             try:
                 done = [_until_final(url, thread, q["run_id"]) for q in queued]
                 dead = _until_final(url, thread, held["run_id"])

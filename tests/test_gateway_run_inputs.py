@@ -14,14 +14,9 @@ from langchain_core.tools import tool
 from langgraph.types import interrupt
 from langgraph_sdk.client import LangGraphClient
 
+from foldwise.bench._serve import open_app
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import (
-    gateway_config,
-    is_summarizer_call,
-    open_gateway,
-    scripted_factory,
-    user,
-)
+from tests.support.gateway import gateway_config, is_summarizer_call, scripted_factory, user
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 
@@ -29,7 +24,7 @@ QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 @asynccontextmanager
 async def sdk_gateway(tmp_path: Path, factory: Any) -> AsyncIterator[LangGraphClient]:
     """The official SDK client talking to an in-process gateway."""
-    async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (_, app):
+    async with open_app(gateway_config(tmp_path, QUIET), factory) as (_, app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
             transport=transport, base_url="http://testserver", timeout=30
@@ -175,7 +170,7 @@ async def test_a_fork_before_a_compaction_sees_the_messages_it_had(tmp_path: Pat
 
     factory = scripted_factory(ScriptedChatModel(default=brain))
     config = gateway_config(tmp_path, compacting)
-    async with open_gateway(config, factory) as (_, app):
+    async with open_app(config, factory) as (_, app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
             client = LangGraphClient(http)

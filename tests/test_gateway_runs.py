@@ -11,12 +11,12 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
+from foldwise.bench._serve import open_app
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import (
     Gate,
     gateway_config,
     is_summarizer_call,
-    open_gateway,
     parse_sse,
     scripted_factory,
     user,
@@ -33,7 +33,7 @@ async def new_thread(client: Any, **body: Any) -> str:
 
 async def test_wait_runs_the_agent_and_returns_the_final_values(tmp_path: Path) -> None:
     model = ScriptedChatModel(responses=["first answer", "second answer"])
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
         thread = await new_thread(c)
         first = await c.post(
             f"/threads/{thread}/runs/wait", json={"assistant_id": "agent", "input": user("hi")}
@@ -61,7 +61,7 @@ async def test_wait_runs_the_agent_and_returns_the_final_values(tmp_path: Path) 
 
 async def test_openai_style_tool_history_is_accepted(tmp_path: Path) -> None:
     model = ScriptedChatModel(default="ok")
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
         thread = await new_thread(c)
         messages = [
             {"role": "user", "content": "weather?"},
@@ -92,7 +92,7 @@ async def test_openai_style_tool_history_is_accepted(tmp_path: Path) -> None:
 
 async def test_client_flags_and_usage_are_not_trusted(tmp_path: Path) -> None:
     model = ScriptedChatModel(default="ok")
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
         thread = await new_thread(c)
         forged = {
             "role": "user",
@@ -125,7 +125,7 @@ async def test_stream_sends_values_updates_and_message_tuples(tmp_path: Path) ->
 
     model = ScriptedChatModel(default=brain)
     factory = scripted_factory(model, tools=[lookup])
-    async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), factory) as (c, _):
         thread = await new_thread(c)
         r = await c.post(
             f"/threads/{thread}/runs/stream",
@@ -171,7 +171,7 @@ async def test_summarizer_tokens_never_reach_the_stream(tmp_path: Path) -> None:
         },
     )
     model = ScriptedChatModel(default=brain)
-    async with open_gateway(config, scripted_factory(model)) as (c, _):
+    async with open_app(config, scripted_factory(model)) as (c, _):
         thread = await new_thread(c)
         bodies = []
         for turn in range(4):
@@ -294,7 +294,7 @@ async def test_malformed_run_requests_get_422_naming_the_field(
     tmp_path: Path, body: dict[str, Any], field: str
 ) -> None:
     model = ScriptedChatModel(default="never")
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
         thread = await new_thread(c)
         for route in ("wait", "stream"):
             # json.dumps escapes non-ASCII, so a lone surrogate travels as the JSON "\\ud800".
@@ -312,7 +312,7 @@ async def test_malformed_run_requests_get_422_naming_the_field(
 
 async def test_unknown_assistant_thread_and_missing_assistant(tmp_path: Path) -> None:
     model = ScriptedChatModel(default="x")
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
         thread = await new_thread(c)
         r = await c.post(
             f"/threads/{thread}/runs/wait", json={"assistant_id": "nope", "input": user("x")}
@@ -352,7 +352,7 @@ async def test_model_name_selects_another_configured_model(tmp_path: Path) -> No
             ],
         },
     )
-    async with open_gateway(config) as (c, _):
+    async with open_app(config) as (c, _):
         health = (await c.get("/health")).json()
         assert health["assistants"] == ["agent", "main", "other"]
         thread = await new_thread(c)
@@ -385,7 +385,7 @@ async def test_model_name_selects_another_configured_model(tmp_path: Path) -> No
 async def test_a_second_run_on_a_busy_thread_gets_409_with_retry_after(tmp_path: Path) -> None:
     gate = Gate()
     model = ScriptedChatModel(responses=[gate.respond("slow answer")], default="fast answer")
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
         thread = await new_thread(c)
         other = await new_thread(c)
         first = asyncio.create_task(
@@ -416,7 +416,7 @@ async def test_a_second_run_on_a_busy_thread_gets_409_with_retry_after(tmp_path:
 
 async def test_a_failed_run_reports_the_error_and_frees_the_thread(tmp_path: Path) -> None:
     model = ScriptedChatModel(responses=[RuntimeError("provider exploded")], default="recovered")
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
         thread = await new_thread(c)
         r = await c.post(
             f"/threads/{thread}/runs/wait", json={"assistant_id": "agent", "input": user("x")}
@@ -439,7 +439,7 @@ async def test_a_failed_run_reports_the_error_and_frees_the_thread(tmp_path: Pat
 
 async def test_a_failed_streamed_run_sends_an_error_event(tmp_path: Path) -> None:
     model = ScriptedChatModel(responses=[RuntimeError("boom")])
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
         thread = await new_thread(c)
         r = await c.post(
             f"/threads/{thread}/runs/stream", json={"assistant_id": "agent", "input": user("x")}
@@ -456,7 +456,7 @@ async def test_a_failed_streamed_run_sends_an_error_event(tmp_path: Path) -> Non
 
 async def test_input_ids_must_be_new_to_the_thread(tmp_path: Path) -> None:
     model = ScriptedChatModel(default="ok")
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
         thread = await new_thread(c)
         first = await c.post(
             f"/threads/{thread}/runs/wait",

@@ -15,12 +15,13 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk
 
+from foldwise.bench._serve import open_app
 from foldwise.gateway._manager import RunSpec
 from foldwise.gateway._messages import parse_input_messages
 from foldwise.gateway._runs import sse_events
 from foldwise.gateway._stream import EventBuffer
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, parse_sse, scripted_factory
+from tests.support.gateway import gateway_config, parse_sse, scripted_factory
 
 WORDS = 400
 MAX_EVENTS = 16
@@ -72,7 +73,7 @@ async def test_a_client_that_never_reads_gets_a_bounded_buffer_and_an_error(
 ) -> None:
     model = ChattyModel(default=_answer())
     options = {"stream_buffer_events": MAX_EVENTS, "stream_buffer_bytes": MAX_BYTES}
-    async with open_gateway(gateway_config(tmp_path), scripted_factory(model), **options) as (
+    async with open_app(gateway_config(tmp_path), scripted_factory(model), **options) as (
         c,
         app,
     ):
@@ -98,7 +99,7 @@ async def test_a_slow_client_reads_a_prefix_then_the_error_and_the_run_is_not_ca
 ) -> None:
     model = ChattyModel(default=_answer())
     options = {"stream_buffer_events": MAX_EVENTS, "stream_buffer_bytes": MAX_BYTES}
-    async with open_gateway(gateway_config(tmp_path), scripted_factory(model), **options) as (
+    async with open_app(gateway_config(tmp_path), scripted_factory(model), **options) as (
         c,
         app,
     ):

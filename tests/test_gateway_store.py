@@ -11,9 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
+from foldwise.bench._serve import open_app
 from foldwise.gateway._tenancy import memory_user_id, store_tenant_label
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, scripted_factory
+from tests.support.gateway import gateway_config, scripted_factory
 
 USERS = ("alice", "bob", "a_b", "aXb", "carol.smith@example.com")
 HEADERS = {name: {"x-api-key": f"key-{index}"} for index, name in enumerate(USERS)}
@@ -26,7 +27,7 @@ async def client(tmp_path: Path, storage_url: str) -> AsyncIterator[httpx.AsyncC
     config = gateway_config(
         tmp_path, {"storage": {"url": storage_url}, "gateway": {"auth": {"api_keys": keys}}}
     )
-    async with open_gateway(config, scripted_factory(ScriptedChatModel(default="ok"))) as (c, _):
+    async with open_app(config, scripted_factory(ScriptedChatModel(default="ok"))) as (c, _):
         yield c
 
 
@@ -210,7 +211,7 @@ async def test_a_locked_database_is_a_503_and_the_store_recovers(tmp_path: Path)
     config = gateway_config(
         tmp_path, {"storage": {"url": f"sqlite:///{path}"}, "gateway": {"auth": {"api_keys": keys}}}
     )
-    async with open_gateway(config, scripted_factory(ScriptedChatModel(default="ok"))) as (c, _):
+    async with open_app(config, scripted_factory(ScriptedChatModel(default="ok"))) as (c, _):
         holder = sqlite3.connect(path, isolation_level=None)
         try:
             holder.execute("BEGIN EXCLUSIVE")  # another process holds the writer lock

@@ -16,16 +16,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph_sdk.client import LangGraphClient
 
+from foldwise.bench._serve import open_app
 from foldwise.gateway import AgentRequest, HostedAgent
 from foldwise.gateway._stream import StreamTranslator
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import (
-    gateway_config,
-    is_summarizer_call,
-    open_gateway,
-    scripted_factory,
-    user,
-)
+from tests.support.gateway import gateway_config, is_summarizer_call, scripted_factory, user
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 ALL_MODES = [
@@ -46,7 +41,7 @@ async def sdk_gateway(
     tmp_path: Path, factory: Any, config: dict[str, Any] | None = None
 ) -> AsyncIterator[LangGraphClient]:
     """The official SDK client talking to an in-process gateway."""
-    async with open_gateway(gateway_config(tmp_path, config or QUIET), factory) as (_, app):
+    async with open_app(gateway_config(tmp_path, config or QUIET), factory) as (_, app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
             transport=transport, base_url="http://testserver", timeout=30

@@ -10,17 +10,19 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
+from foldwise.bench._serve import open_app
 from foldwise.offload import FilesystemArtifactStore
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import Gate, gateway_config, open_gateway, scripted_factory, user
+from tests.support.gateway import Gate, gateway_config, scripted_factory, user
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 
 
 async def test_create_get_patch_and_duplicates(tmp_path: Path) -> None:
-    async with open_gateway(
-        gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         generated = (await c.post("/threads", json={})).json()
         assert len(generated["thread_id"]) == 36 and generated["status"] == "idle"
         assert generated["values"] is None and generated["interrupts"] == {}
@@ -52,18 +54,20 @@ async def test_create_get_patch_and_duplicates(tmp_path: Path) -> None:
 async def test_malformed_thread_ids_get_422(
     tmp_path: Path, method: str, path: str, body: Any
 ) -> None:
-    async with open_gateway(
-        gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         r = await c.request(method, path, json=body)
         assert r.status_code == 422, r.text
         assert r.json()["detail"].startswith("invalid thread id")
 
 
 async def test_thread_ids_in_bodies_are_validated(tmp_path: Path) -> None:
-    async with open_gateway(
-        gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         r = await c.post("/threads", json={"thread_id": "../../etc/passwd"})
         assert r.status_code == 422 and r.json()["detail"].startswith(
             "thread_id: invalid thread id"
@@ -76,7 +80,7 @@ async def test_thread_ids_in_bodies_are_validated(tmp_path: Path) -> None:
 
 async def test_search_by_metadata_ids_and_status(tmp_path: Path) -> None:
     model = ScriptedChatModel(default="ok")
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
         for i in range(5):
             meta = {"user": "ada" if i % 2 == 0 else "bob", "n": i}
             await c.post("/threads", json={"thread_id": f"s{i}", "metadata": meta})
@@ -100,7 +104,7 @@ async def test_search_by_metadata_ids_and_status(tmp_path: Path) -> None:
 
 async def test_state_and_history(tmp_path: Path) -> None:
     model = ScriptedChatModel(responses=["one", "two", "three"])
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
         await c.post("/threads", json={"thread_id": "h"})
         fresh = (await c.get("/threads/h/state")).json()
         assert fresh["values"] == {} and fresh["next"] == []
@@ -164,7 +168,7 @@ async def test_delete_removes_state_transcript_and_artifacts(tmp_path: Path) -> 
 
     config = gateway_config(tmp_path, {**QUIET, "offload": {"tool_token_limit": 5000}})
     model = ScriptedChatModel(default=brain)
-    async with open_gateway(config, scripted_factory(model, tools=[fetch])) as (c, app):
+    async with open_app(config, scripted_factory(model, tools=[fetch])) as (c, app):
         await c.post("/threads", json={"thread_id": "gone"})
         await c.post("/threads", json={"thread_id": "kept"})
         for thread in ("gone", "kept"):
@@ -192,7 +196,7 @@ async def test_delete_removes_state_transcript_and_artifacts(tmp_path: Path) -> 
 async def test_delete_while_a_run_is_in_flight_gets_409(tmp_path: Path) -> None:
     gate = Gate()
     model = ScriptedChatModel(responses=[gate.respond("done")])
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _):
         await c.post("/threads", json={"thread_id": "busy"})
         run = asyncio.create_task(
             c.post("/threads/busy/runs/wait", json={"assistant_id": "agent", "input": user("x")})

@@ -20,15 +20,10 @@ from langchain_core.tools import tool
 from langgraph.types import interrupt
 from langgraph_sdk.client import LangGraphClient
 
+from foldwise.bench._serve import open_app
 from foldwise.gateway import _thread_copy
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import (
-    Gate,
-    gateway_config,
-    open_gateway,
-    scripted_factory,
-    user,
-)
+from tests.support.gateway import Gate, gateway_config, scripted_factory, user
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 
@@ -46,7 +41,7 @@ async def sdk(
     """The SDK client on an in-process gateway whose agent runs `model`."""
     model = model or ScriptedChatModel(default="ok")
     config = gateway_config(tmp_path, {**QUIET, **(storage or {})})
-    async with open_gateway(config, scripted_factory(model, **factory)) as (http, _):
+    async with open_app(config, scripted_factory(model, **factory)) as (http, _):
         yield LangGraphClient(http)
 
 

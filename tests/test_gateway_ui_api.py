@@ -15,18 +15,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import tool
 
 import foldwise
+from foldwise.bench._serve import open_app
 from foldwise.durable import AUTHORITY_CONTRACT, is_durable_data_message
 from foldwise.gateway import AgentRequest, HostedAgent
 from foldwise.offload import StoreArtifactStore
 from foldwise.testing import ScriptedChatModel
 from tests.support.async_only_store import AsyncOnlyStore
-from tests.support.gateway import (
-    gateway_config,
-    is_summarizer_call,
-    open_gateway,
-    scripted_factory,
-    user,
-)
+from tests.support.gateway import gateway_config, is_summarizer_call, scripted_factory, user
 
 SETTINGS: dict[str, Any] = {
     "models": [
@@ -133,7 +128,7 @@ async def test_transcript_calls_context_and_artifacts_of_a_compacted_thread(
 ) -> None:
     config = gateway_config(tmp_path, SETTINGS)
     models, factory = _model(config)
-    async with open_gateway(config, factory) as (c, _):
+    async with open_app(config, factory) as (c, _):
         await _build_thread(c)
         (model,) = models
         state = (await c.get("/threads/t/state")).json()["values"]
@@ -171,7 +166,8 @@ async def test_transcript_calls_context_and_artifacts_of_a_compacted_thread(
         assert "SUMMARY #2" in markers[1]["summary"]
         receipts = (await c.get("/threads/t/compactions")).json()
         for marker, receipt in zip(markers, receipts, strict=True):
-            for key in ("messages_rescued", "duration_ms", "archive_id", "metric", "threshold"):
+            keys = ("messages_rescued", "duration_ms", "archive_id", "metric", "threshold")
+            for key in (*keys, "precomputed"):
                 assert marker[key] == receipt[key], key
             assert marker["attempts"] == receipt["attempts"] and marker["attempts"]
         assert all(m["archive_id"] for m in markers)
@@ -267,7 +263,7 @@ async def test_transcript_calls_context_and_artifacts_of_a_compacted_thread(
 async def test_overview_lists_title_counts_and_context(tmp_path: Path, storage_url: str) -> None:
     config = gateway_config(tmp_path, {**SETTINGS, "storage": {"url": storage_url}})
     _, factory = _model(config)
-    async with open_gateway(config, factory) as (c, _):
+    async with open_app(config, factory) as (c, _):
         await _build_thread(c, "built")
         made = await c.post(
             "/threads", json={"thread_id": "fresh", "metadata": {"team": "Pricing_50%"}}
@@ -334,7 +330,7 @@ async def test_overview_lists_title_counts_and_context(tmp_path: Path, storage_u
 async def test_new_routes_answer_404_for_another_identity(tmp_path: Path) -> None:
     config = gateway_config(tmp_path, {**SETTINGS, "gateway": KEYS})
     _, factory = _model(config)
-    async with open_gateway(config, factory) as (c, _):
+    async with open_app(config, factory) as (c, _):
         await _build_thread(c, "mine", ALICE)
         listed = (await c.get("/threads/mine/artifacts", headers=ALICE)).json()["artifacts"]
         art = listed[0]["artifact_id"]
@@ -378,7 +374,7 @@ async def test_artifacts_of_an_async_only_store(tmp_path: Path) -> None:
         )
         return HostedAgent(graph, artifact_store=StoreArtifactStore(store))
 
-    async with open_gateway(config, factory) as (c, _):
+    async with open_app(config, factory) as (c, _):
         await c.post("/threads", json={"thread_id": "s"})
         await _run(c, "s", "use tool please")
         listed = (await c.get("/threads/s/artifacts")).json()["artifacts"]
@@ -405,7 +401,7 @@ async def test_backward_pages_of_a_plain_thread(tmp_path: Path, limit: int) -> N
         tmp_path, {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
     )
     model = ScriptedChatModel(default="ok")
-    async with open_gateway(config, scripted_factory(model)) as (c, _):
+    async with open_app(config, scripted_factory(model)) as (c, _):
         await c.post("/threads", json={"thread_id": "p"})
         for i in range(3):
             await _run(c, "p", f"m{i}")

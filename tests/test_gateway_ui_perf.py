@@ -15,10 +15,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.types import interrupt
 
+from foldwise.bench._serve import open_app
 from foldwise.gateway._checkpoint_head import _head_from_tuple, read_head
 from foldwise.gateway._deps import MAX_REGEX_SEARCHES, Gateway
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, scripted_factory, user
+from tests.support.gateway import gateway_config, scripted_factory, user
 from tests.test_gateway_ui_api import SETTINGS, _build_thread, _model, big_tool
 
 
@@ -53,7 +54,7 @@ async def test_interrupts_are_read_from_the_head_by_sql(tmp_path: Path, storage_
         },
     )
     model = ScriptedChatModel(default=_asker)
-    async with open_gateway(config, scripted_factory(model, tools=[ask_human])) as (c, app):
+    async with open_app(config, scripted_factory(model, tools=[ask_human])) as (c, app):
         gateway: Gateway = app.state.gateway
         for thread in ("asked", "answered", "never"):
             assert (await c.post("/threads", json={"thread_id": thread})).is_success
@@ -128,7 +129,7 @@ async def test_in_context_is_cached_per_head_and_never_stale(
 ) -> None:
     config = gateway_config(tmp_path, {**SETTINGS, "storage": {"url": storage_url}})
     _, factory = _model(config)
-    async with open_gateway(config, factory) as (c, app):
+    async with open_app(config, factory) as (c, app):
         gateway: Gateway = app.state.gateway
         await _build_thread(c, "t")
         await _check_in_context(c, gateway, "t")
@@ -191,7 +192,7 @@ async def test_regex_searches_from_http_are_capped_but_not_the_models(tmp_path: 
     target: dict[str, str] = {}
     model = ScriptedChatModel(default=_searcher(target))
     config = gateway_config(tmp_path, SETTINGS)
-    async with open_gateway(config, scripted_factory(model, tools=[big_tool])) as (c, app):
+    async with open_app(config, scripted_factory(model, tools=[big_tool])) as (c, app):
         gateway: Gateway = app.state.gateway
         assert (await c.post("/threads", json={"thread_id": "t"})).is_success
         wait = {"assistant_id": "agent", "input": user("use tool please")}
@@ -239,7 +240,7 @@ async def test_regex_searches_from_http_are_capped_but_not_the_models(tmp_path: 
 
 async def test_failed_regex_searches_give_their_slot_back(tmp_path: Path) -> None:
     config = gateway_config(tmp_path, SETTINGS)
-    async with open_gateway(config, scripted_factory(ScriptedChatModel(default="ok"))) as (
+    async with open_app(config, scripted_factory(ScriptedChatModel(default="ok"))) as (
         c,
         app,
     ):

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
+from foldwise.bench._serve import open_app
 from foldwise.gateway._ui import ASSETS, CONTENT_SECURITY_POLICY
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, scripted_factory
+from tests.support.gateway import gateway_config, scripted_factory
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 KEYED = {**QUIET, "gateway": {"auth": {"api_keys": [{"key": "key-alice", "user": "alice"}]}}}
@@ -88,7 +89,7 @@ async def test_assets_have_their_type_and_the_security_headers(
     tmp_path: Path, path: str, content_type: str
 ) -> None:
     config = gateway_config(tmp_path, QUIET)
-    async with open_gateway(config, scripted_factory(ScriptedChatModel())) as (c, _):
+    async with open_app(config, scripted_factory(ScriptedChatModel())) as (c, _):
         r = await c.get(path)
         assert r.status_code == 200, r.text
         assert r.headers["content-type"] == content_type
@@ -105,7 +106,7 @@ async def test_assets_have_their_type_and_the_security_headers(
 
 async def test_unknown_names_and_traversal_are_404(tmp_path: Path) -> None:
     config = gateway_config(tmp_path, QUIET)
-    async with open_gateway(config, scripted_factory(ScriptedChatModel())) as (c, app):
+    async with open_app(config, scripted_factory(ScriptedChatModel())) as (c, app):
         assert (await c.get("/ui/nope.js")).status_code == 404
         assert (await c.get("/ui/views")).status_code == 404
         assert await raw_get(app, "/ui/app.js") == 200  # the raw helper reaches the route
@@ -130,7 +131,7 @@ async def test_unknown_names_and_traversal_are_404(tmp_path: Path) -> None:
 
 async def test_the_page_is_public_while_the_api_needs_the_key(tmp_path: Path) -> None:
     config = gateway_config(tmp_path, KEYED)
-    async with open_gateway(config, scripted_factory(ScriptedChatModel())) as (c, _):
+    async with open_app(config, scripted_factory(ScriptedChatModel())) as (c, _):
         for path in ("/ui", "/ui/app.js", "/ui/style.css", "/ui/views/memory.js"):
             assert (await c.get(path)).status_code == 200, path
         assert (await c.get("/ui/missing.js")).status_code == 404

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from foldwise.bench._serve import open_app
 from foldwise.cli._serve import _warn_if_open
 from foldwise.gateway._http import HostMiddleware, host_name
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, scripted_factory
+from tests.support.gateway import gateway_config, scripted_factory
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 UI = "http://localhost:3000"
@@ -26,9 +27,10 @@ async def test_cors_preflight_for_a_configured_origin(tmp_path: Path) -> None:
         **QUIET,
         "gateway": {"cors_origins": [UI], "auth": {"api_keys": [{"key": "k", "user": "u"}]}},
     }
-    async with open_gateway(
-        gateway_config(tmp_path, data), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, data), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         pre = await c.options("/threads/search", headers=PREFLIGHT)
         assert pre.status_code == 200, pre.text  # no key needed for a preflight
         assert pre.headers["access-control-allow-origin"] == UI
@@ -48,9 +50,10 @@ async def test_cors_preflight_for_a_configured_origin(tmp_path: Path) -> None:
 
 
 async def test_cors_is_off_by_default(tmp_path: Path) -> None:
-    async with open_gateway(
-        gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         pre = await c.options("/threads/search", headers=PREFLIGHT)
         assert pre.status_code == 403
         assert "access-control-allow-origin" not in pre.headers
@@ -62,7 +65,7 @@ async def test_cors_is_off_by_default(tmp_path: Path) -> None:
 
 async def test_cross_site_browser_requests_are_refused(tmp_path: Path) -> None:
     """CORS does not stop a form or text/plain POST from another site; this does."""
-    async with open_gateway(
+    async with open_app(
         gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel(default="ran"))
     ) as (c, _):
         evil = {"Origin": "http://evil.example", "Content-Type": "text/plain"}
@@ -85,9 +88,10 @@ async def test_cross_site_browser_requests_are_refused(tmp_path: Path) -> None:
 
 
 async def test_host_header_is_validated(tmp_path: Path) -> None:
-    async with open_gateway(
-        gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         await c.post("/threads", json={"thread_id": "t"})
         evil = await c.post("/threads/search", json={}, headers={"Host": "evil.example"})
         assert evil.status_code == 400
@@ -104,9 +108,10 @@ async def test_host_header_is_validated(tmp_path: Path) -> None:
 
 async def test_allowed_hosts_configured(tmp_path: Path) -> None:
     data = {**QUIET, "gateway": {"allowed_hosts": ["api.example.com", "*.corp.example"]}}
-    async with open_gateway(
-        gateway_config(tmp_path, data), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, data), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         for host, status in [
             ("api.example.com", 200),
             ("api.example.com:443", 200),
@@ -118,9 +123,10 @@ async def test_allowed_hosts_configured(tmp_path: Path) -> None:
             r = await c.get("/ok", headers={"Host": host})
             assert r.status_code == status, host
     data = {**QUIET, "gateway": {"allowed_hosts": ["*"]}}
-    async with open_gateway(
-        gateway_config(tmp_path, data), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, data), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         assert (await c.get("/ok", headers={"Host": "anything.example"})).status_code == 200
 
 
@@ -140,9 +146,10 @@ def test_host_matching() -> None:
 
 
 async def test_json_body_sent_as_text_plain(tmp_path: Path) -> None:
-    async with open_gateway(
-        gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         body = json.dumps({"thread_id": "plain", "metadata": {"via": "next"}})
         r = await c.post(
             "/threads", content=body, headers={"Content-Type": "text/plain;charset=UTF-8"}
@@ -156,9 +163,10 @@ async def test_json_body_sent_as_text_plain(tmp_path: Path) -> None:
 async def test_info_and_ok(tmp_path: Path) -> None:
     from foldwise import __version__
 
-    async with open_gateway(
-        gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())
-    ) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(ScriptedChatModel())) as (
+        c,
+        _,
+    ):
         assert (await c.get("/ok")).json() == {"ok": True}
         info = (await c.get("/info")).json()
         assert info["version"] == __version__

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 
+from foldwise.bench._serve import serving, stub_model_entry, write_config
 from tests.support import OpenAIStub
-from tests.test_serve_e2e import running_server
 
 KEYS = {"alice": "key-alice", "bob": "key-bob"}
 
@@ -39,24 +38,12 @@ class Brain:
 
 def _config(tmp_path: Path, stub: OpenAIStub) -> Path:
     config = {
-        "models": [
-            {
-                "name": "stub",
-                "use": "langchain_openai:ChatOpenAI",
-                "model": "stub",
-                "base_url": stub.url + "/v1",
-                "api_key": "test-key",
-                "max_retries": 0,
-                "context_window": 128000,
-            }
-        ],
+        "models": [stub_model_entry(stub.url)],
         "storage": {"url": "sqlite:///data/foldwise.db"},
         "memory": {"enabled": True, "mode": "both", "debounce_seconds": 0},
         "gateway": {"auth": {"api_keys": [{"key": k, "user": u} for u, k in KEYS.items()]}},
     }
-    path = tmp_path / "foldwise.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
+    return write_config(tmp_path, config)
 
 
 def _run(client: httpx.Client, user: str, thread: str, text: str) -> dict[str, Any]:
@@ -95,8 +82,8 @@ def _data_messages(body: dict[str, Any]) -> str:
 def test_memory_across_threads_users_and_changes(tmp_path: Path) -> None:
     with (
         OpenAIStub(Brain()) as stub,
-        running_server(_config(tmp_path, stub), tmp_path) as url,
-        httpx.Client(base_url=url, timeout=30) as client,
+        serving(_config(tmp_path, stub), tmp_path) as server,
+        httpx.Client(base_url=server.url, timeout=30) as client,
     ):
         _run(client, "alice", "a", "I live in Berlin. 我喜欢喝茶。")
         _wait_for(client, "alice", "Berlin")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 
+from foldwise.bench._serve import free_port
 from foldwise.gateway import create_app
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import gateway_config, is_summarizer_call, scripted_factory
@@ -60,12 +60,6 @@ def _respond(messages: list[BaseMessage]) -> Any:
     return f"echo {XSS}"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     import uvicorn
@@ -85,7 +79,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     model = ScriptedChatModel(default=_respond, usage=True)
     app = create_app(config, agent_factory=scripted_factory(model, tools=[leak]))
-    port = _free_port()
+    port = free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from foldwise import create_agent
+from foldwise.bench._serve import open_app
 from foldwise.durable import is_durable_data_message
 from foldwise.gateway import AgentRequest, HostedAgent
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, scripted_factory, user
+from tests.support.gateway import gateway_config, scripted_factory, user
 from tests.test_gateway_ui_api import SETTINGS, _build_thread, _model
 
 QUIET: dict[str, Any] = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
@@ -55,7 +56,7 @@ async def test_context_durable_texts_include_the_recalled_memory_the_model_recei
         )
         return HostedAgent(graph)
 
-    async with open_gateway(config, factory) as (c, _):
+    async with open_app(config, factory) as (c, _):
         facts = (
             "My name is Alice",
             "I work at Acme",
@@ -90,7 +91,7 @@ async def test_in_context_messages_show_the_text_the_model_sees(tmp_path: Path) 
     the content of the state's message of the same id (offloaded tool output included)."""
     config = gateway_config(tmp_path, SETTINGS)
     _, factory = _model(config)
-    async with open_gateway(config, factory) as (c, _):
+    async with open_app(config, factory) as (c, _):
         await _build_thread(c)
         state = (await c.get("/threads/t/state")).json()["values"]
         seen = {m["id"]: m["content"] for m in state["messages"]}
@@ -110,7 +111,7 @@ async def test_the_pages_heading_lookup_finds_a_thread_whose_id_others_contain(
     (views/thread.js `refreshHeading`): five newer threads whose id contains the id (as a
     `query` would match them) do not hide it."""
     config = gateway_config(tmp_path, QUIET)
-    async with open_gateway(config, scripted_factory(ScriptedChatModel(default="ok"))) as (c, _):
+    async with open_app(config, scripted_factory(ScriptedChatModel(default="ok"))) as (c, _):
         assert (await c.post("/threads", json={"thread_id": "t1"})).is_success
         for i in range(5):
             assert (await c.post("/threads", json={"thread_id": f"t1{i}"})).is_success

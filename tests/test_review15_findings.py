@@ -30,6 +30,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 import foldwise
+from foldwise.bench._serve import open_app
 from foldwise.config import parse_config
 from foldwise.gateway._capture import COMMIT_WAIT_SECONDS
 from foldwise.messages import analyze_tool_pairing
@@ -38,7 +39,6 @@ from tests.support import OpenAIStub
 from tests.support.gateway import (
     gateway_config,
     is_summarizer_call,
-    open_gateway,
     scripted_factory,
     user,
 )
@@ -65,7 +65,7 @@ def _labels(entries: list[dict[str, Any]]) -> list[str]:
 async def _compacting_thread(tmp_path: Path, durability: str) -> tuple[list[float], list[str]]:
     """Four runs on one thread (two of them compact); their times and the transcript."""
     config = gateway_config(tmp_path / durability, COMPACT_OFTEN)
-    async with open_gateway(config, scripted_factory(ScriptedChatModel(default=_brain))) as (
+    async with open_app(config, scripted_factory(ScriptedChatModel(default=_brain))) as (
         c,
         _,
     ):
@@ -125,7 +125,7 @@ async def test_a_cancel_keeps_the_result_of_a_parallel_tool_that_finished(tmp_pa
     _released.clear()
     _slow_entered.clear()
     model, factory = _two_tools(("fast_tool", "c_fast"), ("slow_tool", "c_slow"))
-    async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), factory) as (c, _):
         await c.post("/threads", json={"thread_id": "t"})
         run = await c.post("/threads/t/runs", json={"assistant_id": "agent", "input": user("go")})
         run_id = run.json()["run_id"]
@@ -159,8 +159,8 @@ async def test_wait_of_a_run_another_worker_ran_answers_with_its_own_values(
     config = gateway_config(tmp_path, {**QUIET, "storage": {"url": storage_url}})
     model = ScriptedChatModel(default=brain)
     async with (
-        open_gateway(config, scripted_factory(model)) as (a, first),
-        open_gateway(config, scripted_factory(model)),
+        open_app(config, scripted_factory(model)) as (a, first),
+        open_app(config, scripted_factory(model)),
     ):
         await first.state.gateway.queue.stop()  # this worker accepts, the other one runs
         await a.post("/threads", json={"thread_id": "t"})
@@ -198,7 +198,7 @@ async def test_new_input_keeps_the_result_of_a_tool_that_finished_in_a_failed_st
 ) -> None:
     _ran.clear()
     model, factory = _two_tools(("side_effect_tool", "c_done"), ("broken_tool", "c_broken"))
-    async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, _):
+    async with open_app(gateway_config(tmp_path, QUIET), factory) as (c, _):
         await c.post("/threads", json={"thread_id": "t"})
         failed = await c.post(
             "/threads/t/runs/wait", json={"assistant_id": "agent", "input": user("go")}

@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from foldwise.bench._serve import open_app
 from foldwise.gateway.storage import open_storage
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import Gate, open_gateway, scripted_factory, user
+from tests.support.gateway import Gate, scripted_factory, user
 from tests.test_gateway_auth import ALICE, BOB, keyed_config
 from tests.test_gateway_background_runs import gated, sdk_gateway
 from tests.test_gateway_run_queue import _asyncio_debug, _status, _transcript
@@ -189,7 +190,7 @@ async def test_another_identity_cannot_touch_a_queued_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = keyed_config(tmp_path, monkeypatch)
-    async with open_gateway(config, scripted_factory(ScriptedChatModel(default="ok"))) as (
+    async with open_app(config, scripted_factory(ScriptedChatModel(default="ok"))) as (
         c,
         app,
     ):

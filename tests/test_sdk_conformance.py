@@ -22,10 +22,11 @@ from typing import Any
 
 import pytest
 
+from foldwise.bench._serve import serving
 from tests.conformance.catalogue import CALLS, render_table, replace_section
 from tests.conformance.python_sdk import run_python_client
 from tests.support import OpenAIStub
-from tests.test_serve_e2e import running_server, write_config
+from tests.test_serve_e2e import write_config
 
 ROOT = Path(__file__).resolve().parents[1]
 JS_DIR = ROOT / "tests" / "js"
@@ -87,9 +88,9 @@ def gateway_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp_path = tmp_path_factory.mktemp("conformance")
     with (
         OpenAIStub(brain, chunk_size=8) as stub,
-        running_server(write_config(tmp_path, stub), tmp_path) as url,
+        serving(write_config(tmp_path, stub), tmp_path, pythonpath=[ROOT]) as server,
     ):
-        yield url
+        yield server.url
 
 
 def _js_missing() -> str | None:

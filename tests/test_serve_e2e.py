@@ -10,14 +10,9 @@ file shows the same state, transcript and receipts.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +21,7 @@ import pytest
 import yaml
 from langgraph_sdk import get_client
 
+from foldwise.bench._serve import serving, stub_model_entry
 from tests.support import OpenAIStub
 from tests.support.gateway_tools import RETRIEVAL_CHARS
 
@@ -83,75 +79,9 @@ class Brain:
         return "Hello from the stub, streamed in small pieces."
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def launch(
-    config_path: Path, cwd: Path, *options: str, env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[bytes], str, Path]:
-    """Start `foldwise serve` on a free loopback port and wait until `/health` answers.
-
-    Returns the process, its URL and its log file; the caller stops the process.
-    """
-    port = _free_port()
-    pythonpath = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    env = {**os.environ, "PYTHONPATH": pythonpath, **(env or {})}
-    log_path = cwd / f"server-{port}.log"
-    command = [sys.executable, "-m", "foldwise.cli", "serve", "--config", str(config_path)]
-    command += ["--port", str(port), "--log-level", "warning", *options]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if process.poll() is not None:
-            pytest.fail(f"foldwise serve exited early:\n{log_path.read_text()}")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return process, url, log_path
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            process.kill()
-            process.wait(10)  # reaped here, so no later test sees a ResourceWarning for it
-            pytest.fail(f"foldwise serve did not start:\n{log_path.read_text()}")
-        time.sleep(0.1)
-
-
-@contextmanager
-def running_server(config_path: Path, cwd: Path, *options: str) -> Iterator[str]:
-    """Start `foldwise serve` on a free loopback port; stop it with SIGTERM afterwards."""
-    process, url, log_path = launch(config_path, cwd, *options)
-    try:
-        yield url
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-    assert process.returncode == 0, log_path.read_text()
-
-
 def write_config(tmp_path: Path, stub: OpenAIStub) -> Path:
     config = {
-        "models": [
-            {
-                "name": "stub",
-                "use": "langchain_openai:ChatOpenAI",
-                "model": "stub",
-                "base_url": stub.url + "/v1",
-                "api_key": "test-key",
-                "max_retries": 0,
-                "stream_usage": True,
-                "context_window": 128000,
-            }
-        ],
+        "models": [stub_model_entry(stub.url, stream_usage=True)],
         "tools": [
             {"use": "tests.support.gateway_tools:retrieve_documents"},
             {"use": "tests.support.gateway_tools:lookup_term"},
@@ -174,7 +104,8 @@ async def test_sdk_against_a_served_gateway(tmp_path: Path) -> None:
     brain = Brain()
     with OpenAIStub(brain, chunk_size=6) as stub:
         config_path = write_config(tmp_path, stub)
-        with running_server(config_path, tmp_path) as url:
+        with serving(config_path, tmp_path, pythonpath=[ROOT]) as server:
+            url = server.url
             async with get_client(url=url, api_key=None) as client:
                 # -- a plain run, then a tool call, then streaming -----------------------------
                 thread = await client.threads.create(metadata={"suite": "e2e"})
@@ -279,7 +210,8 @@ async def test_sdk_against_a_served_gateway(tmp_path: Path) -> None:
     # -- restart on the same SQLite file: the same state, transcript and receipts -------------
     with OpenAIStub(brain) as stub2:
         write_config(tmp_path, stub2)
-        with running_server(config_path, tmp_path) as url:
+        with serving(config_path, tmp_path, pythonpath=[ROOT]) as server:
+            url = server.url
             async with httpx.AsyncClient(base_url=url, timeout=30) as http:
                 assert (await http.get(f"/threads/{review_id}/state")).json() == snapshot
                 again = (
@@ -306,7 +238,8 @@ async def test_two_workers_on_postgres_and_a_restart(tmp_path: Path) -> None:
             data["storage"]["url"] = storage_url
             data["summarization"] = {"keep": {"type": "messages", "value": 2}, "min_gain_tokens": 0}
             config_path.write_text(yaml.safe_dump(data))
-            with running_server(config_path, tmp_path, "--workers", "2") as url:
+            with serving(config_path, tmp_path, "--workers", "2", pythonpath=[ROOT]) as server:
+                url = server.url
                 async with get_client(url=url, api_key=None) as client:
                     thread_id = (await client.threads.create())["thread_id"]
                     for text in ("one", "two", "three"):
@@ -325,7 +258,8 @@ async def test_two_workers_on_postgres_and_a_restart(tmp_path: Path) -> None:
                     receipts = (await http.get(f"/threads/{thread_id}/compactions")).json()
             assert len(state["values"]["messages"]) == 6
             assert [e["kind"] for e in transcript["entries"]] == ["message"] * 6 + ["compaction"]
-            with running_server(config_path, tmp_path) as url:
+            with serving(config_path, tmp_path, pythonpath=[ROOT]) as server:
+                url = server.url
                 async with httpx.AsyncClient(base_url=url, timeout=30) as http:
                     assert (await http.get(f"/threads/{thread_id}/state")).json() == snapshot
                     assert (await http.get(f"/threads/{thread_id}/transcript")).json() == transcript

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from foldwise.bench._serve import serving
 from tests.support.openai_stub import OpenAIStub
 from tests.support.web_ui import (
     API_KEY,
@@ -33,6 +34,7 @@ from tests.support.web_ui import (
     CHROMIUM,
     DESKTOP,
     FOCUS_RING,
+    ROOT,
     ConsoleWatch,
     View,
     demo_server,
@@ -44,7 +46,6 @@ from tests.support.web_ui import (
     number_pattern,
     open_view,
     seed_long_thread,
-    serve_config,
     settle,
     watch_stream,
 )
@@ -526,10 +527,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     seed_long_thread(url, thread_id=LONG_THREAD, owner=API_USER, messages=LONG_MESSAGES)
     with (
         OpenAIStub(Brain(), chunk_size=48) as stub,
-        serve_config(live_config(tmp_path, stub), tmp_path) as origin,
-        httpx.Client(base_url=origin, headers={"x-api-key": API_KEY}, timeout=30) as api,
+        serving(live_config(tmp_path, stub), tmp_path, pythonpath=[ROOT]) as server,
+        httpx.Client(base_url=server.url, headers={"x-api-key": API_KEY}, timeout=30) as api,
     ):
-        yield Live(origin, api)
+        yield Live(server.url, api)
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,16 @@ message list with one message computed in-process. LangChain's `_generate` hook 
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any, ClassVar
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-__all__ = ["LocalChatModel", "one_generation"]
+__all__ = ["DelayedChatModel", "LocalChatModel", "one_generation"]
 
 
 def one_generation(message: BaseMessage) -> ChatResult:
@@ -44,3 +46,31 @@ class LocalChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         return one_generation(self._answer(messages, kwargs))
+
+
+class DelayedChatModel(LocalChatModel):
+    """A local model that takes `delay_seconds` per call, then answers `_reply(messages)`.
+
+    Blocking calls sleep in their thread; async calls sleep on the loop, so a caller's timeout
+    can cancel them and no worker thread is left behind.
+    """
+
+    delay_seconds: float = 1.0
+
+    def _reply(self, messages: list[BaseMessage]) -> BaseMessage:
+        """The answer once the delay has passed."""
+        raise NotImplementedError
+
+    def _answer(self, messages: list[BaseMessage], options: dict[str, Any]) -> BaseMessage:
+        time.sleep(self.delay_seconds)
+        return self._reply(messages)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        await asyncio.sleep(self.delay_seconds)
+        return one_generation(self._reply(messages))

@@ -5,19 +5,15 @@ They are public so applications can test their own foldwise agents offline.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import math
-import time
 from typing import Any, ClassVar
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatResult
 from pydantic import ConfigDict, Field
 
-from foldwise._local_model import LocalChatModel, one_generation
+from foldwise._local_model import DelayedChatModel, LocalChatModel
 
 # The scripted model lives with replay, which plays recorded sessions back through it; production
 # code never imports this module (an import-linter contract in pyproject.toml keeps it so).
@@ -46,27 +42,15 @@ class FailingChatModel(LocalChatModel):
         raise self.error
 
 
-class SlowChatModel(LocalChatModel):
+class SlowChatModel(DelayedChatModel):
     """A chat model that sleeps `delay_seconds` before answering `content`."""
 
     llm_type: ClassVar[str] = "foldwise-slow"
     delay_seconds: float = 1.0
     content: str = "done"
 
-    def _answer(self, messages: list[BaseMessage], options: dict[str, Any]) -> BaseMessage:
-        time.sleep(self.delay_seconds)
+    def _reply(self, messages: list[BaseMessage]) -> BaseMessage:
         return AIMessage(content=self.content)
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        # Sleeps on the loop, so a caller's timeout can cancel it (no worker thread left behind).
-        await asyncio.sleep(self.delay_seconds)
-        return one_generation(AIMessage(content=self.content))
 
 
 class HashingEmbeddings(Embeddings):

@@ -19,6 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from foldwise import FoldwiseConfig, create_agent
 from foldwise.agent import find_memory
+from foldwise.bench._serve import open_app
 from foldwise.gateway import AgentRequest, HostedAgent
 from foldwise.memory import MemoryManager, MemoryOutbox, namespace_for, open_backend
 from foldwise.memory._facts import Namespace, utcnow
@@ -27,7 +28,7 @@ from foldwise.memory._worker import _acheck_commit
 from foldwise.testing import ScriptedChatModel
 from tests.memory.queue_support import Clock, turn
 from tests.support.async_only_store import AsyncOnlyStore
-from tests.support.gateway import gateway_config, open_gateway
+from tests.support.gateway import gateway_config
 
 ALICE = namespace_for("alice")
 BOB = namespace_for("bob")
@@ -133,7 +134,7 @@ async def _told_fact_reaches_the_routes(tmp_path: Path, memory: dict[str, Any]) 
     keys = [{"key": "key-alice", "user": "alice"}]
     config = gateway_config(tmp_path, {"gateway": {"auth": {"api_keys": keys}}, "memory": memory})
     alice = {"x-api-key": "key-alice"}
-    async with open_gateway(config, _gateway_factory) as (client, _app):
+    async with open_app(config, _gateway_factory) as (client, _app):
         await client.post("/threads", json={"thread_id": "t"}, headers=alice)
         said = {"messages": [{"role": "user", "content": "I live in Berlin."}]}
         body = {"assistant_id": "agent", "input": said}

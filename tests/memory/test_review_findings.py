@@ -19,13 +19,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 import foldwise
 from foldwise import FoldwiseConfig, create_agent
+from foldwise.bench._serve import open_app
 from foldwise.durable import DATA_OPEN
 from foldwise.errors import MemoryInputError
 from foldwise.gateway import AgentRequest, HostedAgent
 from foldwise.memory import MemoryManager, namespace_for, open_backend
 from foldwise.memory._quarantine import quarantine_reason
 from foldwise.testing import ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, user
+from tests.support.gateway import gateway_config, user
 from tests.support.memory import settle
 
 NS = namespace_for("alice")
@@ -224,7 +225,7 @@ async def test_gateway_memory_is_per_authenticated_user(tmp_path: Path) -> None:
         graphs.append(graph)
         return HostedAgent(graph)
 
-    async with open_gateway(config, factory) as (client, _):
+    async with open_app(config, factory) as (client, _):
         for key, thread, text in (
             ("key-alice", "a1", "I live in Berlin."),
             ("key-bob", "b1", "Where should I eat?"),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from foldwise.bench._rel_load_serve import MIB, flat_rss, percentile
+from foldwise.bench._rel_load_serve import flat_rss
 from foldwise.bench._rel_load_stub import SUMMARY, HotCounter, reply
+from foldwise.bench._serve import MIB, percentile
 
 
 def test_percentile_is_nearest_rank() -> None:

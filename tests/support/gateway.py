@@ -1,4 +1,7 @@
-"""Helpers for the gateway tests: an in-process client with lifespan, configs, SSE parsing."""
+"""Helpers for the gateway tests: configs, scripted agent factories, SSE parsing, PostgreSQL.
+
+The app itself runs in-process with `foldwise.bench._serve.open_app`.
+"""
 
 from __future__ import annotations
 
@@ -8,29 +11,25 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
-from fastapi import FastAPI
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 from psycopg import sql
 
 import foldwise
 from foldwise.config import FoldwiseConfig, parse_config
-from foldwise.gateway import AgentRequest, HostedAgent, create_app
+from foldwise.gateway import AgentRequest, HostedAgent
 
 __all__ = [
     "Gate",
     "drop_schema",
     "gateway_config",
     "is_summarizer_call",
-    "open_gateway",
     "parse_sse",
     "postgres_url",
     "scripted_factory",
@@ -72,20 +71,6 @@ def scripted_factory(
         return HostedAgent(graph, system_prompt=system_prompt)
 
     return factory
-
-
-@asynccontextmanager
-async def open_gateway(
-    config: FoldwiseConfig, factory: Any = None, **options: Any
-) -> AsyncIterator[tuple[httpx.AsyncClient, FastAPI]]:
-    """Run the app's lifespan and yield an httpx client talking to it in-process."""
-    app = create_app(config, agent_factory=factory, **options)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://testserver", timeout=30
-        ) as client:
-            yield client, app
 
 
 def parse_sse(text: str) -> list[tuple[str, Any]]:

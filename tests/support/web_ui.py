@@ -3,8 +3,9 @@
 Two real `foldwise serve` subprocesses are driven by Debian's Chromium through Python
 Playwright (never a downloaded browser): `foldwise serve --demo --port 0` (started with
 `demo_server`, ready when it prints ``foldwise demo ready: http://127.0.0.1:PORT/ui``) and a
-gateway with API keys whose model is the OpenAI stub (`live_config` + `serve_config`), on a
-SQLite file that `seed_long_thread` fills beforehand with a 2,000-message thread.
+gateway with API keys whose model is the OpenAI stub (`live_config`, run with
+`foldwise.bench._serve.serving`), on a SQLite file that `seed_long_thread` fills beforehand
+with a 2,000-message thread.
 `ConsoleWatch` collects a page's console errors and uncaught exceptions; `shoot` saves a
 screenshot as ``docs/img/ui-<view>-<size>.png`` with ``FOLDWISE_WRITE_SCREENSHOTS=1`` (`make
 screenshots`), else under the git-ignored ``tests/browser/build/ui/``.
@@ -16,8 +17,6 @@ import asyncio
 import importlib.util
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,10 +28,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-import yaml
 from langchain_core.messages import AIMessage, HumanMessage
 
+from foldwise.bench._serve import (
+    ServerExitError,
+    child_env,
+    stop_process,
+    stub_model_entry,
+    write_config,
+)
 from foldwise.gateway._capture import compaction_marker
 from foldwise.gateway._messages import message_record
 from foldwise.gateway.storage import TranscriptEvent, open_storage
@@ -50,6 +54,7 @@ __all__ = [
     "DESKTOP",
     "FOCUS_RING",
     "PHONE",
+    "ROOT",
     "SHOTS",
     "TIMEOUT_MS",
     "ConsoleWatch",
@@ -63,7 +68,6 @@ __all__ = [
     "number_pattern",
     "open_view",
     "seed_long_thread",
-    "serve_config",
     "settle",
     "shoot",
     "watch_stream",
@@ -93,36 +97,6 @@ def missing_requirement() -> str | None:
     return None
 
 
-def _child_env() -> dict[str, str]:
-    """The environment of a server subprocess: the suite's isolation, applied by hand.
-
-    Module-scoped fixtures start before the autouse per-test fixtures hide provider keys and
-    `FOLDWISE_*` settings, so they are dropped here.
-    """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_HIDDEN_ENV)}
-    pythonpath = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return {**env, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1", "LANGSMITH_TRACING": "false"}
-
-
-def _terminate(process: subprocess.Popen[bytes]) -> int:
-    """Stop the server with SIGTERM (SIGKILL after 30 s); return its exit code."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
-
-
-def _check_exit(code: int, log_path: Path) -> None:
-    if code != 0:
-        raise AssertionError(
-            f"the server exited with {code}:\n{log_path.read_text(errors='replace')}"
-        )
-
-
 @contextmanager
 def demo_server(cwd: Path, *, timeout: float = 120) -> Iterator[str]:
     """Run `foldwise serve --demo --port 0`; yield its origin once it printed the ready line.
@@ -132,7 +106,11 @@ def demo_server(cwd: Path, *, timeout: float = 120) -> Iterator[str]:
     log_path = cwd / "demo.log"
     command = [sys.executable, "-m", "foldwise.cli", "serve", "--demo", "--port", "0"]
     process = subprocess.Popen(
-        command, cwd=cwd, env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        command,
+        cwd=cwd,
+        env=child_env(pythonpath=[ROOT]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     found: list[str] = []
     ready = threading.Event()
@@ -159,11 +137,12 @@ def demo_server(cwd: Path, *, timeout: float = 120) -> Iterator[str]:
             )
         yield found[0]
     finally:
-        code = _terminate(process)
+        code = stop_process(process)
         reader.join(10)
         if process.stdout is not None:
             process.stdout.close()
-    _check_exit(code, log_path)  # only reached when the tests with it did not raise
+    if code != 0:  # only reached when the tests with it did not raise
+        raise ServerExitError(f"the demo exited with {code}:\n{log_path.read_text('utf-8')}")
 
 
 def live_config(tmp_path: Path, stub: OpenAIStub) -> Path:
@@ -173,18 +152,7 @@ def live_config(tmp_path: Path, stub: OpenAIStub) -> Path:
     compaction happens in the test; keep is 2 messages and there is no minimum gain.
     """
     config = {
-        "models": [
-            {
-                "name": "stub",
-                "use": "langchain_openai:ChatOpenAI",
-                "model": "stub",
-                "base_url": stub.url + "/v1",
-                "api_key": "test-key",
-                "max_retries": 0,
-                "stream_usage": True,
-                "context_window": 6000,
-            }
-        ],
+        "models": [stub_model_entry(stub.url, stream_usage=True, context_window=6000)],
         "summarization": {
             "trigger": {"type": "tokens", "value": 1500},
             "keep": {"type": "messages", "value": 2},
@@ -195,46 +163,7 @@ def live_config(tmp_path: Path, stub: OpenAIStub) -> Path:
         "offload": {"root": "artifacts"},
         "gateway": {"auth": {"api_keys": [{"key": API_KEY, "user": API_USER}]}},
     }
-    path = tmp_path / "foldwise.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def serve_config(config_path: Path, cwd: Path, *, timeout: float = 60) -> Iterator[str]:
-    """Run `foldwise serve --config` on a free loopback port; yield its origin once healthy."""
-    port = _free_port()
-    log_path = cwd / f"server-{port}.log"
-    command = [sys.executable, "-m", "foldwise.cli", "serve", "--config", str(config_path)]
-    command += ["--port", str(port), "--log-level", "warning"]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command, cwd=cwd, env=_child_env(), stdout=log, stderr=subprocess.STDOUT
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"foldwise serve exited early:\n{log_path.read_text()}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"foldwise serve did not start:\n{log_path.read_text()}")
-            time.sleep(0.1)
-        yield url
-    finally:
-        code = _terminate(process)
-    _check_exit(code, log_path)
+    return write_config(tmp_path, config)
 
 
 def _long_messages(count: int, start: datetime) -> list[TranscriptEvent]:

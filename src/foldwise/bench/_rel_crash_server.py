@@ -14,31 +14,21 @@ rest of the server is then SIGKILLed too) or once the harness SIGKILLed it (rand
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Protocol
 
-import httpx
+from foldwise.bench._serve import ServerStartError, free_port, serve_command, wait_healthy
 
-__all__ = ["ForkLauncher", "Launcher", "ServeLauncher", "Server", "ServerStartError"]
+__all__ = ["ForkLauncher", "Launcher", "ServeLauncher", "Server"]
 
 _START_SECONDS = 90.0
-
-
-class ServerStartError(RuntimeError):
-    """The server exited or never answered `/health`."""
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Server:
@@ -65,17 +55,13 @@ class Server:
             self.dead = True
 
     def wait_ready(self) -> None:
-        """Poll `/health` until it answers 200."""
-        deadline = time.monotonic() + _START_SECONDS
-        while time.monotonic() < deadline:
-            if not self.launcher.alive(self.handle):
-                raise ServerStartError(f"the server exited:\n{self.log.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            time.sleep(0.05)
-        self.kill()
-        raise ServerStartError(f"the server never answered:\n{self.log.read_text()[-3000:]}")
+        """Poll `/health` until it answers 200 (a server that never does is killed)."""
+        alive = functools.partial(self.launcher.alive, self.handle)
+        try:
+            wait_healthy(self.url, alive=alive, log_path=self.log, timeout=_START_SECONDS)
+        except ServerStartError:
+            self.kill()
+            raise
 
 
 class Launcher(Protocol):
@@ -114,7 +100,7 @@ class ForkLauncher:
 
     def start(self, config: Path, cwd: Path, env: dict[str, str], log: Path) -> Server:
         """Fork a server on a free port and wait until it answers."""
-        port = _free_port()
+        port = free_port()
         request = {
             "op": "start",
             "config": str(config),
@@ -170,11 +156,9 @@ class ServeLauncher:
 
     def start(self, config: Path, cwd: Path, env: dict[str, str], log: Path) -> Server:
         """Start `foldwise serve` on a free port and wait until it answers."""
-        port = _free_port()
-        command = [sys.executable, "-m", "foldwise.cli", "serve", "--config", str(config)]
-        command += ["--port", str(port), "--log-level", "warning"]
-        if self.workers > 1:
-            command += ["--workers", str(self.workers)]
+        port = free_port()
+        workers = ("--workers", str(self.workers)) if self.workers > 1 else ()
+        command = serve_command(config, port, *workers)
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 command,

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from langchain_core.tools import tool
+
+from foldwise.bench._serve import stub_model_entry, write_config
 
 __all__ = ["LEASE_TTL", "REPORT_CHARS", "SUMMARY", "brain", "fetch_report", "server_config"]
 
@@ -61,17 +62,7 @@ def brain(body: Mapping[str, Any]) -> dict[str, Any]:
 def server_config(directory: Path, stub_url: str, storage_url: str) -> Path:
     """Write the crash servers' `foldwise.yaml` into `directory`; return its path."""
     config = {
-        "models": [
-            {
-                "name": "stub",
-                "use": "langchain_openai:ChatOpenAI",
-                "model": "stub",
-                "base_url": stub_url + "/v1",
-                "api_key": "test-key",
-                "max_retries": 0,
-                "context_window": 12000,
-            }
-        ],
+        "models": [stub_model_entry(stub_url, context_window=12000)],
         "tools": [{"use": "foldwise.bench._rel_crash_tools:fetch_report"}],
         "summarization": {
             "trigger": {"type": "tokens", "value": 2500},
@@ -84,6 +75,4 @@ def server_config(directory: Path, stub_url: str, storage_url: str) -> Path:
         "memory": {"enabled": True, "debounce_seconds": 0},
         "gateway": {"lease_ttl_seconds": LEASE_TTL},
     }
-    path = directory / "foldwise.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
+    return write_config(directory, config)

@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,8 +28,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 from langchain_core.tools import tool
+
+from foldwise.bench._serve import (
+    ServerStartError,
+    free_port,
+    serve_command,
+    wait_healthy,
+    write_config,
+)
 
 __all__ = [
     "Brain",
@@ -113,12 +119,6 @@ def model_entries(stub_url: str, *, timeout: float) -> list[dict[str, Any]]:
     ]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Served:
     """A running `foldwise serve`."""
@@ -172,17 +172,12 @@ def launch(
     With `file_size_limit`, no file the server writes may grow past that many bytes (its output
     goes through a pipe, so the log is not limited).
     """
-    workdir.mkdir(parents=True, exist_ok=True)
-    path = workdir / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(dict(config)), encoding="utf-8")
-    port = _free_port()
+    path = write_config(workdir, config, f"{name}.yaml")
+    port = free_port()
     log = workdir / f"{name}.log"
-    command = ["-m", "foldwise.cli", "serve", "--config", str(path)]
-    command += ["--port", str(port), "--log-level", "warning"]
-    if file_size_limit is None:
-        command = [sys.executable, *command]
-    else:
-        command = [sys.executable, "-c", _LIMITED, str(file_size_limit), *command]
+    command = serve_command(path, port)
+    if file_size_limit is not None:
+        command = [sys.executable, "-c", _LIMITED, str(file_size_limit), *command[1:]]
     pump = None
     if file_size_limit is None:
         with log.open("wb") as sink:
@@ -194,18 +189,12 @@ def launch(
         pump = threading.Thread(target=_copy, args=(process.stdout, log), daemon=True)
         pump.start()
     served = Served(process, f"http://127.0.0.1:{port}", log, pump)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"foldwise serve ({name}) exited early:\n{served.log_text()[-3000:]}"
-            )
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(served.url + "/health", timeout=1).status_code == 200:
-                return served
-        time.sleep(0.05)
-    served.stop()
-    raise RuntimeError(f"foldwise serve ({name}) did not start:\n{served.log_text()[-3000:]}")
+    try:
+        wait_healthy(served.url, alive=lambda: process.poll() is None, log_path=log)
+    except ServerStartError as exc:
+        served.stop()
+        raise ServerStartError(f"foldwise serve ({name}): {exc}") from None
+    return served
 
 
 @dataclass

@@ -42,8 +42,9 @@ from foldwise.bench._rel_injection_agent import SYSTEM_PROMPT, InjectionScript, 
 from foldwise.bench._rel_injection_checks import check_request, delivered, view_of
 from foldwise.bench._rel_injection_corpus import Payload, load_corpus
 from foldwise.bench._rel_injection_serve import SERVED_PATHS, served_campaign
-from foldwise.bench._rel_inproc import gateway_config, headers_for, open_app
+from foldwise.bench._rel_inproc import INPROC_URL, gateway_config, headers_for
 from foldwise.bench._reliability import AreaOptions, AreaResult, Finding, area_command
+from foldwise.bench._serve import open_app
 from foldwise.config import FoldwiseConfig
 from foldwise.durable import AUTHORITY_CONTRACT
 
@@ -176,7 +177,8 @@ async def _campaign(
     script = InjectionScript()
     factory, model = injection_factory(script)
     tallies = {path: _Tally() for path in paths}
-    async with open_app(_config(workdir, users), factory) as (client, app):
+    config = _config(workdir, users)
+    async with open_app(config, factory, base_url=INPROC_URL, client_timeout=120) as (client, app):
         client.app_state = app.state.gateway  # type: ignore[attr-defined]
         for path in paths:
             tally = tallies[path]

@@ -19,8 +19,9 @@ import httpx
 from foldwise.bench._openai_stub import OpenAIStub
 from foldwise.bench._rel_injection_checks import check_request, delivered, view_of
 from foldwise.bench._rel_injection_corpus import Payload
-from foldwise.bench._rel_serve import served, stub_messages, stub_model
+from foldwise.bench._rel_serve import served, stub_messages
 from foldwise.bench._reliability import Finding
+from foldwise.bench._serve import stub_model_entry
 from foldwise.durable import AUTHORITY_CONTRACT
 
 __all__ = ["SERVED_PATHS", "served_campaign"]
@@ -97,7 +98,7 @@ def served_campaign(
     users = [f"s{n}" for n in range(len(batches))]
     with OpenAIStub(brain) as stub:
         data = {
-            "models": [stub_model(stub)],
+            "models": [stub_model_entry(stub.url)],
             "storage": {"url": f"sqlite:///{workdir / 'gateway.db'}"},
             "offload": {"root": str(workdir / "artifacts")},
             "gateway": {"auth": {"api_keys": [{"key": f"key-{u}", "user": u} for u in users]}},

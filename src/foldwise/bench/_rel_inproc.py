@@ -1,24 +1,22 @@
-"""The gateway in-process for the injection and isolation areas: config, identities, client.
+"""The injection and isolation areas' gateway config and identities (one API key per user).
 
-`open_app` runs the app's lifespan and yields an httpx client talking to it through
-`httpx.ASGITransport` (no socket), so a campaign of thousands of requests stays fast while
-every request still crosses the real middleware, routing, auth and storage.
+The areas run the app in-process with `foldwise.bench._serve.open_app` (an httpx client
+through `httpx.ASGITransport`, no socket), so a campaign of thousands of requests stays fast
+while every request still crosses the real middleware, routing, auth and storage.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-from fastapi import FastAPI
-
 from foldwise.config import FoldwiseConfig, parse_config
-from foldwise.gateway import create_app
 
-__all__ = ["api_key", "gateway_config", "headers_for", "open_app"]
+__all__ = ["INPROC_URL", "api_key", "gateway_config", "headers_for"]
+
+INPROC_URL = "http://127.0.0.1"
+"""The base URL of the areas' in-process client (a loopback host, as a local browser sends)."""
 
 
 def api_key(user: str) -> str:
@@ -46,17 +44,3 @@ def gateway_config(
         else:
             data[key] = value
     return parse_config(data)
-
-
-@asynccontextmanager
-async def open_app(
-    config: FoldwiseConfig, factory: Any = None, **options: Any
-) -> AsyncIterator[tuple[httpx.AsyncClient, FastAPI]]:
-    """Run the app's lifespan; yield a client whose requests go straight to the app."""
-    app = create_app(config, agent_factory=factory, **options)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(
-            transport=transport, base_url="http://127.0.0.1", timeout=120
-        ) as client:
-            yield client, app

@@ -28,11 +28,12 @@ from typing import Any
 import httpx
 
 from foldwise.bench._openai_stub import OpenAIStub
-from foldwise.bench._rel_inproc import gateway_config, headers_for, open_app
+from foldwise.bench._rel_inproc import INPROC_URL, gateway_config, headers_for
 from foldwise.bench._rel_isolation_agent import SECRET, IsolationScript, isolation_factory
 from foldwise.bench._rel_isolation_routes import app_routes, attempt_for
-from foldwise.bench._rel_serve import served, stub_model
+from foldwise.bench._rel_serve import served
 from foldwise.bench._reliability import AreaOptions, AreaResult, Finding, area_command
+from foldwise.bench._serve import open_app, stub_model_entry
 from foldwise.config import parse_config
 from foldwise.gateway import create_app
 
@@ -277,7 +278,7 @@ async def _inproc(workdir: Path) -> tuple[_Campaign, int]:
     )
     script = IsolationScript()
     factory, _ = isolation_factory(script)
-    async with open_app(config, factory) as (client, app):
+    async with open_app(config, factory, base_url=INPROC_URL, client_timeout=120) as (client, app):
         campaign = _Campaign(client, script)
         await campaign.seed()
         before = _files(workdir)
@@ -298,7 +299,7 @@ async def _served(workdir: Path) -> tuple[_Campaign, int]:
     """The same attempts over HTTP against `foldwise serve` (ChatOpenAI on the stub)."""
     with OpenAIStub(default="## Goal\nnoted") as stub:
         data = {
-            "models": [stub_model(stub)],
+            "models": [stub_model_entry(stub.url)],
             "storage": {"url": f"sqlite:///{workdir / 'gateway.db'}"},
             "offload": {"root": str(workdir / "artifacts")},
             "gateway": {

@@ -38,15 +38,9 @@ from dataclasses import dataclass
 from foldwise.bench._rel_load_client import Tally, check_thread, create_thread, new_client, run_turn
 from foldwise.bench._rel_load_hot import run_hot
 from foldwise.bench._rel_load_long import run_long
-from foldwise.bench._rel_load_serve import (
-    RssSampler,
-    Server,
-    flat_rss,
-    fresh_postgres,
-    served,
-    stub_process,
-)
+from foldwise.bench._rel_load_serve import flat_rss, fresh_postgres, served
 from foldwise.bench._reliability import AreaOptions, AreaResult, Finding, area_command
+from foldwise.bench._serve import RssSampler, ServeProcess, stub_process
 
 __all__ = ["LoadSizes", "run", "run_backends", "run_many_threads"]
 
@@ -111,7 +105,7 @@ async def _audit_all(url: str, tally: Tally, sent: dict[str, list[str]]) -> None
     await asyncio.gather(*(worker() for _ in range(8)))
 
 
-def run_many_threads(server: Server, clients: int, seconds: float, seed: int) -> AreaResult:
+def run_many_threads(server: ServeProcess, clients: int, seconds: float, seed: int) -> AreaResult:
     """L1: `clients` concurrent clients for `seconds`, then every thread audited."""
     tally = Tally("L1")
     sent: dict[str, list[str]] = {}

@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from foldwise.bench._rel_load_serve import percentile
 from foldwise.bench._reliability import Finding
+from foldwise.bench._serve import percentile
 
 __all__ = ["Outcome", "Tally", "ThreadAudit", "check_thread", "new_client", "run_turn"]
 

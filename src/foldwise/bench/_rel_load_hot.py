@@ -35,8 +35,8 @@ from foldwise.bench._rel_load_client import (
     new_client,
     run_turn,
 )
-from foldwise.bench._rel_load_serve import Server
 from foldwise.bench._reliability import AreaResult
+from foldwise.bench._serve import ServeProcess
 
 __all__ = ["DELAY", "run_hot"]
 
@@ -171,7 +171,7 @@ async def _enqueue_phase(clients: list[httpx.AsyncClient], tally: Tally, notes: 
     return len(texts)
 
 
-def run_hot(server: Server, clients: int, rounds: int, seed: int) -> AreaResult:
+def run_hot(server: ServeProcess, clients: int, rounds: int, seed: int) -> AreaResult:
     """L2 on `server`: the reject bursts, then the enqueue burst (see the module docstring)."""
     del seed  # nothing random: every client contends in every burst
     tally = Tally("L2")

@@ -16,8 +16,9 @@ import asyncio
 import time
 
 from foldwise.bench._rel_load_client import Tally, check_thread, create_thread, new_client, run_turn
-from foldwise.bench._rel_load_serve import RssSampler, Server, flat_rss, percentile
+from foldwise.bench._rel_load_serve import flat_rss
 from foldwise.bench._reliability import AreaResult
+from foldwise.bench._serve import RssSampler, ServeProcess, percentile
 
 __all__ = ["ANSWER_PAD", "run_long"]
 
@@ -48,7 +49,7 @@ def _span(latencies: list[list[float]], start: int, stop: int) -> tuple[float, f
     return percentile(values, 50) * 1000, percentile(values, 99) * 1000
 
 
-def run_long(server: Server, threads: int, turns: int, seed: int) -> AreaResult:
+def run_long(server: ServeProcess, threads: int, turns: int, seed: int) -> AreaResult:
     """L3 on `server` (see the module docstring)."""
     del seed  # nothing random: the turns are the same every run
     tally = Tally("L3")

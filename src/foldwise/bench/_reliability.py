@@ -35,6 +35,7 @@ __all__ = [
     "ReliabilityReport",
     "area_command",
     "run_reliability",
+    "write_marked",
     "write_report",
 ]
 
@@ -268,11 +269,19 @@ def write_report(path: Path, report: ReliabilityReport) -> None:
     A file without the markers gets them appended, so the hand-written text around the table
     (the invariants, how to read a row) is kept.
     """
+    write_marked(path, report.to_markdown(), begin=BEGIN_MARK, end=END_MARK)
+
+
+def write_marked(path: Path, body: str, *, begin: str, end: str) -> None:
+    """Replace what stands between the markers `begin` and `end` in `path` with `body`.
+
+    A file without the markers gets them (and `body`) appended; the rest is kept.
+    """
     text = path.read_text("utf-8") if path.exists() else ""
-    block = f"{BEGIN_MARK}\n{report.to_markdown()}{END_MARK}"
-    start, end = text.find(BEGIN_MARK), text.find(END_MARK)
-    if start >= 0 and end > start:
-        text = text[:start] + block + text[end + len(END_MARK) :]
+    block = f"{begin}\n{body}{end}"
+    start, stop = text.find(begin), text.find(end)
+    if start >= 0 and stop > start:
+        text = text[:start] + block + text[stop + len(end) :]
     else:
         text = f"{text.rstrip()}\n\n{block}\n" if text else f"{block}\n"
     path.write_text(text, "utf-8")

@@ -132,6 +132,25 @@ def offload(
     _print_report(report, as_json=as_json, out=None)
 
 
+@bench_app.command("presummary")
+def presummary(
+    quick: Annotated[bool, _quick("Fast models, 30 turns (seconds).")] = False,
+    as_json: _JsonOption = False,
+    out: _OutOption = None,
+) -> None:
+    """The compacting turn's latency with background pre-summarization off and on.
+
+    One thread, turn by turn, through `create_agent` with a 2 s summarizer: p95 of the turns
+    that compacted over p95 of ordinary turns, when the window between `presummarize_at` and
+    the trigger outlasts the summarizer and when it does not.
+    """
+    from foldwise.bench import run_presummary_benchmark
+
+    with fail_on_errors():
+        report = run_presummary_benchmark(quick=quick)
+    _print_report(report, as_json=as_json, out=out)
+
+
 @bench_app.command("memory")
 def memory(
     quick: Annotated[bool, _quick("Fewer threads, a 2,000-fact latency corpus (seconds).")] = False,
@@ -196,6 +215,50 @@ def reliability(
             fail(str(error))
         if write is not None:
             write_report(write, report)
+    _print_report(report, as_json=as_json, out=out)
+    if not report.passed:
+        raise typer.Exit(1)
+
+
+@bench_app.command("gateway")
+def gateway(
+    quick: Annotated[
+        bool, _quick("Small counts: 5 pairs, 6 turns, 2 clients x 2 s (under a minute).")
+    ] = False,
+    postgres: Annotated[
+        str | None,
+        typer.Option("--postgres", help="Also measure foldwise on this PostgreSQL URL."),
+    ] = None,
+    no_langgraph: Annotated[
+        bool, typer.Option("--no-langgraph", help="Measure foldwise alone.")
+    ] = False,
+    workdir: Annotated[
+        Path | None,
+        typer.Option("--workdir", help="Keep the servers' folders and logs here.", file_okay=False),
+    ] = None,
+    write: Annotated[
+        Path | None,
+        typer.Option(
+            "--write", help="Write the table into this Markdown file (docs/benchmarks.md)."
+        ),
+    ] = None,
+    as_json: _JsonOption = False,
+    out: _OutOption = None,
+) -> None:
+    """foldwise serve next to LangGraph's in-memory server (`langgraph dev`), one run.
+
+    Sequential create + wait, one growing thread, N clients, streaming and RSS, against the
+    same OpenAI-compatible stub with the `langgraph_sdk` client; ratios and the issue-16
+    targets. Exits 1 when a measured foldwise column misses a target.
+    """
+    from foldwise.bench._gateway_bench import run_gateway_benchmark, write_gateway_report
+
+    with fail_on_errors():
+        report = run_gateway_benchmark(
+            quick=quick, postgres_url=postgres, langgraph=not no_langgraph, workdir=workdir
+        )
+        if write is not None:
+            write_gateway_report(write, report)
     _print_report(report, as_json=as_json, out=out)
     if not report.passed:
         raise typer.Exit(1)

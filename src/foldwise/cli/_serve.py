@@ -216,6 +216,7 @@ def serve(
         return
     from foldwise.agent import create_agent
     from foldwise.gateway import create_app
+    from foldwise.gateway._telemetry import configure_from_env
 
     with fail_on_errors():
         config = load_config(config_path)
@@ -229,6 +230,7 @@ def serve(
     options = _options(config, host, port, log_level.value)
     _warn_if_open(config, options["host"])
     if workers > 1:
-        _run_workers(config, config_path, workers, options)
+        _run_workers(config, config_path, workers, options)  # each worker: `app_from_env`
     else:
+        configure_from_env()  # OpenTelemetry from OTEL_*, when asked for (docs/observability.md)
         _run_single(application, options)

@@ -1,11 +1,7 @@
 """Compaction engine: a pure planner, the summarizer prompt, candidates, receipts."""
 
-from foldwise.compaction._engine import (
-    CompactionOutcome,
-    CompactOptions,
-    Compactor,
-    SummarizationEvent,
-)
+from foldwise.compaction._engine import Compactor
+from foldwise.compaction._outcome import CompactionOutcome, CompactOptions, SummarizationEvent
 from foldwise.compaction._planner import (
     CompactionDecision,
     CompactionPlan,
@@ -14,6 +10,7 @@ from foldwise.compaction._planner import (
     plan_compaction,
 )
 from foldwise.compaction._policy import CompactionPolicy, Threshold
+from foldwise.compaction._presummary import Presummaries, presummary_due
 from foldwise.compaction._prompt import (
     DEFAULT_SUMMARY_PROMPT,
     build_summary_input,
@@ -38,6 +35,7 @@ __all__ = [
     "CompactionPolicy",
     "CompactionReceipt",
     "Compactor",
+    "Presummaries",
     "SkipReason",
     "SummarizationEvent",
     "SummaryAttempt",
@@ -48,5 +46,6 @@ __all__ = [
     "candidate_names",
     "decide_compaction",
     "plan_compaction",
+    "presummary_due",
     "validate_summary",
 ]

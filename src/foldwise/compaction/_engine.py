@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
-from langchain_core.messages import BaseMessage, RemoveMessage
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langchain_core.messages import AIMessage, BaseMessage
 
 from foldwise._lru import LRUDict
 from foldwise._steps import Io, Steps, run_async, run_sync
-from foldwise.compaction._planner import (
-    CompactionDecision,
-    CompactionPlan,
-    SkipReason,
-    decide_compaction,
+from foldwise._telemetry import record_compaction
+from foldwise.compaction._outcome import (
+    CompactionJob,
+    CompactionOutcome,
+    CompactOptions,
+    SummarizationEvent,
+    build_receipt,
+    job_prompt,
 )
+from foldwise.compaction._planner import CompactionDecision, CompactionPlan, decide_compaction
 from foldwise.compaction._policy import CompactionPolicy
-from foldwise.compaction._prompt import build_summary_prompt
+from foldwise.compaction._presummary import (
+    Presummaries,
+    post_compaction_limit,
+    span_fingerprint,
+)
 from foldwise.compaction._receipt import CompactionReceipt
 from foldwise.compaction._summarize import (
     ModelResolver,
@@ -30,14 +38,17 @@ from foldwise.compaction._summarize import (
     SummaryResult,
     candidate_names,
     summary_steps,
+    validate_summary,
 )
-from foldwise.config import BUILTIN_EXTRACTIVE
 from foldwise.errors import SummaryGenerationError
 
 if TYPE_CHECKING:
     from foldwise.tokens import TokenCounter
 
 __all__ = ["CompactOptions", "CompactionOutcome", "Compactor", "SummarizationEvent"]
+
+Precomputed = tuple[CompactionJob, SummaryResult]
+"""A background summary that matches a compaction, and the job (plan) it matches."""
 
 logger = logging.getLogger(__name__)
 
@@ -50,87 +61,8 @@ Offloader = Callable[
 """Steps that store a message verbatim; return its preview replacement (same id) and the ref."""
 
 
-class CompactOptions(TypedDict, total=False):
-    """Keyword options of `Compactor.compact` / `acompact` / `compact_steps`."""
-
-    force: bool
-    """Compact even when no trigger fires."""
-    static_tokens: int
-    """Tokens of the request outside `messages` (system prompt, tools, durable block)."""
-    policy: CompactionPolicy | None
-    """Thresholds for this call (a manual `keep`, a provider-calibrated budget)."""
-    thread_id: str | None
-    run_id: str | None
-    model_name: str | None
-    """The run model to summarize with, when it differs from the default."""
-    manual: bool
-    raise_on_failure: bool
-    """Raise `SummaryGenerationError` instead of returning a failed outcome."""
-    trigger: str | None
-    """Overrides the plan's trigger in the receipt (e.g. `overflow`)."""
-    decision: CompactionDecision | None
-    """A decision already computed by `decide` with the same inputs (skips re-planning)."""
-    publish: bool
-    """Notify observers before returning (False: the caller calls `publish` after its write)."""
-
-
-@dataclass(frozen=True)
-class SummarizationEvent:
-    """What `before_summarization` hooks receive: fired only after a valid summary exists."""
-
-    messages_to_summarize: tuple[BaseMessage, ...]
-    preserved_messages: tuple[BaseMessage, ...]
-    thread_id: str | None
-    summary_text: str
-
-
-@dataclass(frozen=True)
-class CompactionOutcome:
-    """The result of one compaction attempt: committed, skipped, or failed."""
-
-    decision: CompactionDecision
-    plan: CompactionPlan | None = None
-    summary_text: str | None = None
-    receipt: CompactionReceipt | None = None
-    preserved: tuple[BaseMessage, ...] = ()
-    error: SummaryGenerationError | None = None
-    offload_refs: tuple[dict[str, Any], ...] = ()
-
-    @property
-    def compacted(self) -> bool:
-        """Whether a new summary was produced and the update should be committed."""
-        return self.receipt is not None
-
-    @property
-    def skip_reason(self) -> SkipReason | None:
-        """Why nothing was planned, if nothing was."""
-        return self.decision.skip_reason
-
-    def state_update(self) -> dict[str, Any] | None:
-        """The single state write: remove all, re-add the preserved, new summary, receipt."""
-        if self.receipt is None or self.summary_text is None:
-            return None
-        update: dict[str, Any] = {
-            "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *self.preserved],
-            "summary_text": self.summary_text,
-            "compactions": [self.receipt.to_dict()],
-        }
-        if self.offload_refs:
-            update["offloads"] = list(self.offload_refs)
-        return update
-
-
-@dataclass(frozen=True)
-class _Job:
-    """A planned compaction waiting for its summary."""
-
-    decision: CompactionDecision
-    plan: CompactionPlan
-    prompt: PromptFor
-    replaced: int
-    started: float
-    names: list[str]
-    static_tokens: int
+def _nothing(*_args: Any) -> None:
+    """The sync form of the background-summary requests: a blocking run has no loop for them."""
 
 
 @dataclass
@@ -155,6 +87,8 @@ class Compactor:
         offloader: Stores over-budget preserved user messages verbatim (optional).
         archiver: Stores the removed span verbatim so details the summary drops stay
             searchable (optional).
+        presummaries: Background summaries by thread (`policy.presummarize_at`); async runs
+            only (docs/compaction.md).
     """
 
     policy: CompactionPolicy
@@ -170,6 +104,7 @@ class Compactor:
     observers: Sequence[Callable[[CompactionReceipt], None]] = ()
     offloader: Offloader | None = None
     archiver: Archiver | None = None
+    presummaries: Presummaries | None = None
     _failures: LRUDict[str, int] = field(default_factory=LRUDict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -181,6 +116,7 @@ class Compactor:
         force: bool = False,
         static_tokens: int = 0,
         policy: CompactionPolicy | None = None,
+        prefer_cut: int | None = None,
     ) -> CompactionDecision:
         """Run only the planner."""
         return decide_compaction(
@@ -190,6 +126,7 @@ class Compactor:
             counter=self.counter,
             force=force,
             static_tokens=static_tokens,
+            prefer_cut=prefer_cut,
         )
 
     def _names(self, thread_id: str | None, model_name: str | None) -> list[str]:
@@ -205,84 +142,15 @@ class Compactor:
     def _prompt(
         self, plan: CompactionPlan, summary_text: str | None, policy: CompactionPolicy
     ) -> tuple[PromptFor, int]:
-        def build(trim: int | None) -> str:
-            prompt = build_summary_prompt(
-                plan.summary_input,
-                summary_text,
-                trim_tokens=trim,
-                counter=self.counter,
-                template=policy.summary_prompt,
-                target_tokens=policy.summary_max_tokens,
-            )
-            return prompt or ""
-
-        trimmed = build(policy.trim_tokens_to_summarize)
-        untrimmed: list[str] = []
-
-        def prompt_for(name: str) -> str:
-            # The offline summarizer has no input window: it reads the whole span, so a fact
-            # never falls out of the summary just because the model-sized input was trimmed.
-            if name != BUILTIN_EXTRACTIVE or policy.trim_tokens_to_summarize is None:
-                return trimmed
-            if not untrimmed:
-                untrimmed.append(build(None))
-            return untrimmed[0]
-
-        replaced = sum(self.counter.count_message(m) for m in plan.to_summarize)
-        if summary_text:
-            replaced += self.counter.count_text(summary_text)
-        if self.offloader is not None and plan.human_overflow_ids:
-            # The compaction also frees the user input it stores verbatim: a summary of a small
-            # span is still worth it when it goes with that.
-            overflow = set(plan.human_overflow_ids)
-            replaced += sum(
-                self.counter.count_message(m) for m in plan.preserved if str(m.id) in overflow
-            )
-        return prompt_for, replaced
+        overflow = self.offloader is not None
+        return job_prompt(plan, summary_text, policy, self.counter, counts_overflow=overflow)
 
     def _record(self, thread_id: str | None, ok: bool) -> None:
         with self._lock:
             key = thread_id or ""
             self._failures[key] = 0 if ok else self._failures.get(key, 0) + 1
 
-    def _receipt(
-        self,
-        job: _Job,
-        result: SummaryResult,
-        preserved: Sequence[BaseMessage],
-        refs: Sequence[dict[str, Any]],
-        archive: dict[str, Any] | None,
-        options: CompactOptions,
-    ) -> CompactionReceipt:
-        plan = job.plan
-        # Estimated afresh: the usage anchor behind tokens_before does not survive the removal.
-        after = (
-            job.static_tokens
-            + self.counter.count_text(result.text)
-            + self.counter.count_messages(preserved, anchor=False)
-        )
-        return CompactionReceipt(
-            thread_id=options.get("thread_id"),
-            run_id=options.get("run_id"),
-            manual=options.get("manual", False),
-            trigger=options.get("trigger") or plan.trigger,
-            reason=plan.reason,
-            metric=plan.metric,
-            threshold=plan.threshold,
-            tokens_before=plan.tokens_before,
-            tokens_after=max(0, after),
-            messages_removed=len(plan.to_summarize),
-            messages_preserved=len(preserved),
-            messages_rescued=len(plan.rescued_ids),
-            summary_chars=len(result.text),
-            model_used=result.model_name,
-            attempts=list(result.attempts),
-            duration_ms=(time.perf_counter() - job.started) * 1000,
-            offloaded_ids=[str(ref.get("artifact_id")) for ref in refs],
-            archive_id=str(archive["artifact_id"]) if archive else None,
-        )
-
-    def _run_hooks(self, job: _Job, result: SummaryResult, thread_id: str | None) -> None:
+    def _run_hooks(self, job: CompactionJob, result: SummaryResult, thread_id: str | None) -> None:
         plan = job.plan
         event = SummarizationEvent(plan.to_summarize, plan.preserved, thread_id, result.text)
         for hook in self.hooks:
@@ -301,6 +169,7 @@ class Compactor:
         if receipt is None:
             return
         logger.info("%s", receipt.log_line())
+        record_compaction(receipt)
         for observer in self.observers:
             try:
                 observer(receipt)
@@ -308,7 +177,12 @@ class Compactor:
                 logger.exception("compaction observer failed (thread %s)", receipt.thread_id)
 
     def _finish_steps(
-        self, job: _Job, result: SummaryResult, options: CompactOptions
+        self,
+        job: CompactionJob,
+        result: SummaryResult,
+        options: CompactOptions,
+        *,
+        precomputed: bool = False,
     ) -> Steps[CompactionOutcome]:
         thread_id = options.get("thread_id")
         self._record(thread_id, ok=True)
@@ -324,8 +198,8 @@ class Compactor:
             return CompactionOutcome(job.decision, job.plan, error=err)
         preserved, refs = yield from self._offload_overflow_steps(job.plan, thread_id)
         archive = yield from self._archive_steps(job.plan, thread_id)
-        receipt = self._receipt(job, result, preserved, refs, archive, options)
-        receipt = receipt.model_copy(update={"id": receipt_id})
+        receipt = build_receipt(job, result, preserved, refs, archive, options, self.counter)
+        receipt = receipt.model_copy(update={"id": receipt_id, "precomputed": precomputed})
         if archive is not None:
             refs.append(archive)
         outcome = CompactionOutcome(
@@ -336,7 +210,7 @@ class Compactor:
         return outcome
 
     def _flush_steps(
-        self, job: _Job, result: SummaryResult, thread_id: str | None, receipt_id: str
+        self, job: CompactionJob, result: SummaryResult, thread_id: str | None, receipt_id: str
     ) -> Steps[None]:
         if not self.flushes:
             return
@@ -388,7 +262,7 @@ class Compactor:
         messages: Sequence[BaseMessage],
         summary_text: str | None,
         options: CompactOptions,
-    ) -> _Job | CompactionOutcome:
+    ) -> CompactionJob | CompactionOutcome:
         """Plan and build the prompt; an outcome when there is nothing to summarize."""
         started = time.perf_counter()
         policy = options.get("policy") or self.policy
@@ -406,7 +280,132 @@ class Compactor:
             return CompactionOutcome(decision)
         prompt, replaced = self._prompt(decision.plan, summary_text, policy)
         names = self._names(options.get("thread_id"), options.get("model_name"))
-        return _Job(decision, decision.plan, prompt, replaced, started, names, static_tokens)
+        plan = decision.plan
+        return CompactionJob(decision, plan, prompt, replaced, started, names, static_tokens)
+
+    # -- background pre-summarization (docs/compaction.md) ------------------------------------
+
+    def presummarize_steps(
+        self,
+        messages: Sequence[BaseMessage],
+        summary_text: str | None = None,
+        **options: Unpack[CompactOptions],
+    ) -> Steps[None]:
+        """Start summarizing the span the next compaction would remove, in the background.
+
+        Only the async driver does it (the task needs the running loop); the sync one does
+        nothing. A thread whose background summary still matches keeps it.
+        """
+        if self.presummaries is not None and options.get("thread_id"):
+            yield Io(_nothing, self._astart_presummary, (messages, summary_text, options))
+
+    async def _astart_presummary(
+        self, messages: Sequence[BaseMessage], summary_text: str | None, options: CompactOptions
+    ) -> None:
+        store, thread_id = self.presummaries, options.get("thread_id")
+        if store is None or not thread_id:
+            return
+        entry = store.get(thread_id)
+        if entry is not None and entry.usable() and entry.still_prefix(messages, summary_text):
+            return
+        ahead: CompactOptions = {**options, "force": True, "decision": None}
+        job = self._begin(messages, summary_text, ahead)
+        if isinstance(job, CompactionOutcome):
+            store.discard(thread_id)
+            return
+        policy = options.get("policy") or self.policy
+        # The fallback stays with the synchronous path: a model that fails in the background
+        # is retried there, as it would have been without pre-summarization.
+        names = [n for n in job.names if n != self.fallback] or job.names
+        steps = summary_steps(
+            job.prompt,
+            names,
+            self.resolve,
+            input_tokens=job.replaced,
+            count=self.counter.count_text,
+            timeout=self.timeout_seconds,
+            target_tokens=policy.summary_max_tokens,
+        )
+        fingerprint = span_fingerprint(job.plan, summary_text, job.names, policy)
+        store.start(
+            thread_id,
+            fingerprint=fingerprint,
+            cut=job.plan.cutoff,
+            messages=messages,
+            summary_text=summary_text,
+            steps=steps,
+        )
+        logger.debug("background summary started (thread %s, cut %d)", thread_id, job.plan.cutoff)
+
+    def _preferred_job(
+        self,
+        job: CompactionJob,
+        cut: int,
+        messages: Sequence[BaseMessage],
+        summary_text: str | None,
+        options: CompactOptions,
+    ) -> CompactionJob | None:
+        """The job re-planned on a background summary's cut, if that is still a valid plan."""
+        if job.plan.cutoff == cut:
+            return job
+        policy = options.get("policy") or self.policy
+        decision = self.decide(
+            messages,
+            summary_text,
+            force=options.get("force", False),
+            static_tokens=job.static_tokens,
+            policy=policy,
+            prefer_cut=cut,
+        )
+        plan, limit = decision.plan, post_compaction_limit(policy)
+        if plan is None or plan.cutoff != cut:
+            return None
+        if limit is not None and plan.estimated_tokens_after > limit:
+            return None
+        prompt, replaced = self._prompt(plan, summary_text, policy)
+        return dataclasses.replace(
+            job, decision=decision, plan=plan, prompt=prompt, replaced=replaced
+        )
+
+    async def _aprecomputed(
+        self,
+        job: CompactionJob,
+        messages: Sequence[BaseMessage],
+        summary_text: str | None,
+        options: CompactOptions,
+    ) -> Precomputed | None:
+        """The thread's background summary when it is this compaction's, validated; else None."""
+        thread_id = options.get("thread_id")
+        entry = self.presummaries.pop(thread_id) if self.presummaries and thread_id else None
+        if entry is None:
+            return None
+        policy = options.get("policy") or self.policy
+        chosen = self._preferred_job(job, entry.cut, messages, summary_text, options)
+        if chosen is None or entry.fingerprint != span_fingerprint(
+            chosen.plan, summary_text, chosen.names, policy
+        ):
+            entry.cancel()
+            logger.info(
+                "background summary not used (its span changed, or its cut no longer makes a "
+                "valid plan): summarizing now (thread %s)",
+                thread_id,
+            )
+            return None
+        result = await Presummaries.aresult(entry)
+        if result is None:
+            return None
+        try:  # the same check as a summary made now: smaller than what it replaces now
+            validate_summary(
+                AIMessage(content=result.text),
+                input_tokens=chosen.replaced,
+                count=self.counter.count_text,
+            )
+        except ValueError as err:
+            logger.warning("background summary discarded (thread %s): %s", thread_id, err)
+            return None
+        return chosen, result
+
+    # -- the pipeline -------------------------------------------------------------------------
 
     def compact_steps(
         self,
@@ -423,6 +422,13 @@ class Compactor:
             return job
         thread_id = options.get("thread_id")
         policy = options.get("policy") or self.policy
+        automatic = not options.get("manual", False) and options.get("trigger") is None
+        if self.presummaries is not None and thread_id and automatic:
+            found: Precomputed | None = yield Io(
+                _nothing, self._aprecomputed, (job, messages, summary_text, options)
+            )
+            if found is not None:
+                return (yield from self._finish_steps(*found, options, precomputed=True))
         try:
             result = yield from summary_steps(
                 job.prompt,

@@ -138,6 +138,7 @@ class _Call:
     total: int
     message_tokens: int
     message_count: int
+    prefer_cut: int | None = None
 
     @property
     def over_budget(self) -> bool:
@@ -162,6 +163,7 @@ def _measure(
     counter: TokenCounter,
     summary_text: str | None,
     static_tokens: int,
+    prefer_cut: int | None = None,
 ) -> _Call:
     """Count the whole request with the (incremental) counter: the only per-call O(new) step."""
     # What is rendered is what is counted (an over-long legacy summary is capped the same way).
@@ -172,7 +174,16 @@ def _measure(
         validate_messages(messages)  # names the malformed message, if that is the cause
         raise
     count = len(messages) + (1 if summary_text else 0)
-    return _Call(messages, policy, counter, static_tokens, request.total, request.messages, count)
+    return _Call(
+        messages,
+        policy,
+        counter,
+        static_tokens,
+        request.total,
+        request.messages,
+        count,
+        prefer_cut,
+    )
 
 
 def _fired_trigger(call: _Call, *, force: bool) -> _Trigger | None:
@@ -246,6 +257,11 @@ def _choose_cut(
     if upper < 1:
         raise _Skip(SkipReason.NOT_ENOUGH_MESSAGES, "only the newest tool call to keep")
     forbidden = pairing.forbidden_cuts(n)
+    prefer = call.prefer_cut
+    # A cut chosen earlier (a background summary's span) that keeps at least what `keep` asks,
+    # fits the budget and splits no tool pair is taken as it is.
+    if prefer and max(1, budget_cut) <= prefer <= min(desired, upper) and not forbidden[prefer]:
+        return prefer
     cut = safe_cut(forbidden, desired, upper=upper, prefer_forward=budget_cut > keep_cut)
     if cut <= 0:
         detail = "no cut point keeps every tool call with its result"
@@ -358,6 +374,7 @@ def decide_compaction(
     counter: TokenCounter | None = None,
     force: bool = False,
     static_tokens: int = 0,
+    prefer_cut: int | None = None,
 ) -> CompactionDecision:
     """Decide whether and how to compact `messages`; pure, never mutates its inputs.
 
@@ -377,6 +394,8 @@ def decide_compaction(
         force: Compact even when no trigger fired (manual compaction).
         static_tokens: Tokens of the rest of the request: system prompt, tool schemas and the
             rendered durable context without the summary.
+        prefer_cut: Cut here instead when that keeps at least what `keep` asks, fits the
+            budget and splits no tool pair (the span a background summary was made of).
 
     Raises:
         MessageFormatError: A message is malformed; names its index.
@@ -385,7 +404,7 @@ def decide_compaction(
         from foldwise.tokens import get_counter
 
         counter = get_counter()
-    call = _measure(messages, policy, counter, summary_text, static_tokens)
+    call = _measure(messages, policy, counter, summary_text, static_tokens, prefer_cut)
     if not messages:
         return CompactionDecision(None, SkipReason.NOT_ENOUGH_MESSAGES, call.total, "no messages")
     trigger = _fired_trigger(call, force=force)

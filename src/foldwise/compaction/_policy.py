@@ -53,7 +53,8 @@ class CompactionPolicy:
 
     Build it with `CompactionPolicy.from_config(config)`; construct directly in tests.
     `summary_max_tokens` is the room the planner reserves for the summary inside the budget
-    (`summary_allowance` of the window when built from a config).
+    (`summary_allowance` of the window when built from a config). `presummarize_at` is the
+    share of the trigger at which the next summary starts in the background (`None`: never).
     """
 
     triggers: tuple[Threshold, ...] = ()
@@ -66,6 +67,7 @@ class CompactionPolicy:
     trim_tokens_to_summarize: int | None = 15564
     summary_prompt: str | None = None
     summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
+    presummarize_at: float | None = None
     dropped_clauses: tuple[ContextSize, ...] = field(default=(), compare=False)
 
     @property
@@ -117,6 +119,7 @@ class CompactionPolicy:
             trim_tokens_to_summarize=summarization.trim_tokens_to_summarize,
             summary_prompt=summarization.summary_prompt,
             summary_max_tokens=summary_allowance(context_window),
+            presummarize_at=summarization.presummarize_at,
             dropped_clauses=tuple(dropped),
         )
 

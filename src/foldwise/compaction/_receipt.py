@@ -74,6 +74,9 @@ class CompactionReceipt(BaseModel):
     """Artifacts written during this compaction (verbatim user input over budget)."""
     archive_id: str | None = None
     """The artifact holding the removed messages verbatim, when archiving is on."""
+    precomputed: bool = False
+    """The summary was made in the background before the compaction fired (same span, same
+    prior summary, same settings); receipts written before this field read as `false`."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (for state channels, storage and HTTP)."""
@@ -87,6 +90,7 @@ class CompactionReceipt(BaseModel):
             f"removed={self.messages_removed} preserved={self.messages_preserved} "
             f"rescued={self.messages_rescued} summary_chars={self.summary_chars} "
             f"model={self.model_used} attempts={len(self.attempts)} "
+            f"precomputed={str(self.precomputed).lower()} "
             f"duration_ms={self.duration_ms:.0f} reason={self.reason!r}"
         )
 

@@ -204,6 +204,10 @@ class SummarizationConfig(_Strict):
     """Anti-thrash: after this many in one run only the budget invariant may compact."""
     fallback_after_failures: int = Field(default=2, ge=1)
     """After this many consecutive failed summaries go straight to `fallback`."""
+    presummarize_at: float | None = None
+    """Share of the trigger (e.g. `0.8`) at which the next compaction's summary is started in
+    the background on async runs, so the compacting turn does not wait for it; in (0, 1);
+    `0` or `null` disables it (docs/compaction.md)."""
     skill_file_read_tool_names: list[str] = Field(
         default_factory=lambda: ["read_file", "read", "view", "cat"]
     )
@@ -227,6 +231,26 @@ class SummarizationConfig(_Strict):
         if isinstance(trigger, dict):
             data["trigger"] = [trigger]
         return data
+
+    @field_validator("presummarize_at", mode="before")
+    @classmethod
+    def _check_presummarize_at(cls, value: Any) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise ValueError(f"must be a number, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"must be a number, got {value!r}")
+        if value == 0:
+            return None
+        if not 0 < value < 1:
+            raise ValueError(
+                f"must be in (0, 1), or 0 / null to disable, got {value}; write 0.8 for 80%"
+            )
+        return float(value)
 
     @field_validator("summary_prompt")
     @classmethod

@@ -231,6 +231,15 @@ class AgentRegistry:
         if self.memory_worker is not None and pipeline is not None and pipeline.worker is None:
             pipeline.worker = self.memory_worker
 
+    async def aclose(self) -> None:
+        """Cancel the built agents' background summaries and wait for them (on shutdown)."""
+        with self._lock:
+            hosted = list(self._agents.values())
+        for agent in hosted:
+            summarization = agent.summarization
+            if summarization is not None:
+                await summarization.aclose()
+
     def artifact_stores(self) -> Sequence[ArtifactStore]:
         """Every distinct artifact store used by the built agents (and the configured one)."""
         stores: list[ArtifactStore] = [self.default_artifacts]

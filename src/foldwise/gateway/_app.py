@@ -56,6 +56,7 @@ from foldwise.gateway._stream import (
     DEFAULT_STREAM_BUFFER_EVENTS,
     EventBuffer,
 )
+from foldwise.gateway._telemetry import configure_from_env
 from foldwise.gateway._threads import router as threads_routes
 from foldwise.gateway._ui import router as ui_routes
 from foldwise.gateway.storage import open_storage
@@ -208,6 +209,7 @@ def create_app(
                 finally:
                     await queue.stop()
                     await runs.shutdown(shutdown_grace_seconds)
+                    await agents.aclose()  # background summaries: nothing left pending
                     logger.info("foldwise gateway stopped")
         finally:
             await storage.aclose()
@@ -244,4 +246,5 @@ def app_from_env() -> FastAPI:
     `foldwise serve --workers N` uses it; so can ``uvicorn --factory --workers N
     foldwise.gateway:app_from_env``.
     """
+    configure_from_env()  # a worker process of `foldwise serve --workers N`: its own exporters
     return create_app(load_config())

@@ -83,6 +83,7 @@ def compaction_marker(
         "model_used": receipt.get("model_used"),
         "attempts": receipt.get("attempts"),
         "duration_ms": receipt.get("duration_ms"),
+        "precomputed": bool(receipt.get("precomputed")),
         "archive_id": receipt.get("archive_id"),
         "metric": receipt.get("metric"),
         "threshold": receipt.get("threshold"),

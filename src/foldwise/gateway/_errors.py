@@ -46,6 +46,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from foldwise._dotted import dotted_key
+from foldwise._telemetry import add
 from foldwise.errors import (
     ArtifactIdError,
     ArtifactNotFoundError,
@@ -296,6 +297,8 @@ def _validation_detail(error: RequestValidationError) -> tuple[str, list[dict[st
 
 
 async def _on_foldwise_error(request: Request, error: Exception) -> Response:
+    if isinstance(error, ThreadBusyError | LeaseLostError):
+        add("foldwise.busy_responses", 1, {"error.type": type(error).__name__})
     return error_response(error)
 
 

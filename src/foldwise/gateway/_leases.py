@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from foldwise._crash import crash_point
+from foldwise._telemetry import timed
 from foldwise.errors import StorageError
 from foldwise.gateway._errors import BusyError, LeaseLostError
 from foldwise.gateway.storage import GatewayStorage
@@ -121,21 +122,23 @@ class ThreadLeases:
             BusyError: Another operation holds it (409, with a `Retry-After` hint).
             ThreadNotFoundError: The thread does not exist.
         """
-        crash_point("lease.acquire.before")  # tests only
-        taken = await self.storage.acquire_thread_lease(thread_id, holder, kind, self.ttl)
-        if taken is not None:
-            crash_point("lease.acquire.after")  # tests only
-            lease = Lease(thread_id, holder, taken.token, self.storage)
-            self._held[(thread_id, holder)] = lease
-            return lease
-        lock = await self.storage.get_thread_lock(thread_id)
-        retry_after = 1
-        what = "another operation"
-        if lock is not None:
-            remaining = (lock.expires_at - datetime.now(UTC)).total_seconds()
-            retry_after = max(1, min(_RETRY_AFTER_CAP, math.ceil(remaining)))
-            what = _WHAT.get(lock.kind, f"a {lock.kind}")
-        raise BusyError(thread_id, what, retry_after)
+        # OpenTelemetry: `foldwise.lease.wait` (a refusal records `error.type: BusyError`).
+        with timed("foldwise.lease.wait", {"foldwise.lease.kind": kind}):
+            crash_point("lease.acquire.before")  # tests only
+            taken = await self.storage.acquire_thread_lease(thread_id, holder, kind, self.ttl)
+            if taken is not None:
+                crash_point("lease.acquire.after")  # tests only
+                lease = Lease(thread_id, holder, taken.token, self.storage)
+                self._held[(thread_id, holder)] = lease
+                return lease
+            lock = await self.storage.get_thread_lock(thread_id)
+            retry_after = 1
+            what = "another operation"
+            if lock is not None:
+                remaining = (lock.expires_at - datetime.now(UTC)).total_seconds()
+                retry_after = max(1, min(_RETRY_AFTER_CAP, math.ceil(remaining)))
+                what = _WHAT.get(lock.kind, f"a {lock.kind}")
+            raise BusyError(thread_id, what, retry_after)
 
     async def release(self, thread_id: str, holder: str) -> None:
         """Release the lease if `holder` still holds it; failures are logged, never raised."""

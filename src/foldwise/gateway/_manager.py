@@ -39,6 +39,7 @@ from foldwise.gateway._faults import pause_after_checkpoint
 from foldwise.gateway._leases import ThreadLeases, lease_of
 from foldwise.gateway._messages import check_new_ids, check_tool_results, interrupted_results
 from foldwise.gateway._stream import EventBuffer
+from foldwise.gateway._telemetry import traced_run
 from foldwise.gateway._undo import at_checkpoint, head_id, repair_open_calls, revert_run
 from foldwise.gateway.storage import GatewayStorage, RunStatus, ThreadStatus
 from foldwise.messages import analyze_tool_pairing
@@ -332,7 +333,8 @@ class RunManager:
         run = ActiveRun(run_id, spec, recorder, inputs, queue=buffer, start_checkpoint=head)
         run.graph_input = _graph_input(spec, inputs)
         self._active[run_id] = run
-        run.task = asyncio.create_task(self._execute(run, config), name=f"foldwise-run-{run_id}")
+        work = traced_run(run, config, self._execute)  # OpenTelemetry: the run's span
+        run.task = asyncio.create_task(work, name=f"foldwise-run-{run_id}")
         return run
 
     @staticmethod

@@ -44,6 +44,7 @@ from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._errors import BusyError, GatewayClosingError
 from foldwise.gateway._manager import DEAD_WORKER, ActiveRun, RunManager, RunSpec
 from foldwise.gateway._stream import EventBuffer
+from foldwise.gateway._telemetry import note_dequeued, note_queue, traced_enqueue
 from foldwise.gateway.storage import RunRecord, ThreadStatus
 
 __all__ = ["DEFAULT_QUEUE_POLL", "CancelAction", "RunQueue", "Strategy"]
@@ -162,7 +163,7 @@ class RunQueue:
             except ThreadBusyError:
                 if strategy != "enqueue":
                     raise
-            return await self.enqueue(spec)
+            return await traced_enqueue(self.enqueue, spec)
 
     @contextlib.asynccontextmanager
     async def _accept_turn(self, thread_id: str) -> AsyncIterator[None]:
@@ -279,6 +280,7 @@ class RunQueue:
         started = 0
         seen: set[str] = set()
         busy_here = {run.thread_id for run in self.manager.active.values()}
+        await note_queue(self.storage)  # OpenTelemetry: the queue gauges (at most once a second)
         for record in await self.storage.pending_runs(limit=_DISPATCH_PAGE):
             if self._stopping:
                 break
@@ -305,6 +307,7 @@ class RunQueue:
             return False  # deleted with its thread
         if run is None:
             return False
+        note_dequeued(run, record)
         for buffer, events in self._subscribers.pop(record.run_id, []):
             run.attach(buffer, events)  # before the run's task first runs: no event is missed
         event = self._started.get(record.run_id)

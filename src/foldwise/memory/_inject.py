@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from foldwise._steps import Steps
+from foldwise._telemetry import span
 from foldwise.memory._facts import Fact, Namespace
 from foldwise.memory._manager import MemoryManager
 
@@ -102,10 +103,14 @@ def memory_context_steps(
     """
     active: list[Fact] = []
     recall: list[Fact] = []
-    for namespace in namespaces:
-        active += yield from manager.list_steps(namespace, status="active")
-    profile = choose_profile(active, int(max_tokens * profile_share), count)
-    if query and recall_k:
+    with span("foldwise.memory.recall", {"foldwise.memory.namespaces": len(namespaces)}) as sp:
         for namespace in namespaces:
-            recall += yield from manager.search_steps(namespace, query, k=recall_k)
+            active += yield from manager.list_steps(namespace, status="active")
+        profile = choose_profile(active, int(max_tokens * profile_share), count)
+        if query and recall_k:
+            for namespace in namespaces:
+                recall += yield from manager.search_steps(namespace, query, k=recall_k)
+        sp.set_attribute("foldwise.memory.active", len(active))
+        sp.set_attribute("foldwise.memory.profile", len(profile))
+        sp.set_attribute("foldwise.memory.recalled", len(recall[:recall_k]))
     return render_memory(profile, recall[:recall_k], max_tokens=max_tokens, count=count)

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from langchain_core.messages import BaseMessage
 
 from foldwise._steps import Io, Steps
+from foldwise._telemetry import AttributeValue, span
 from foldwise.errors import FoldwiseError
 from foldwise.memory._contracts import FactChange
 from foldwise.memory._events import events_of
@@ -164,7 +166,9 @@ def remember_slice_steps(
         return []
     backend = manager.backend
     known = yield Io.of(backend.list_facts, backend.alist_facts, ns, status="active")
-    candidates = yield from manager._extract(selected, known)
+    with span("foldwise.memory.extract", _counts(messages=len(selected), known=len(known))) as ex:
+        candidates = yield from manager._extract(selected, known)
+        ex.set_attribute("foldwise.memory.candidates", len(candidates))
     source = source or FactSource(via=manager.extractor.name)
     ids = None
     if key is not None:
@@ -187,5 +191,16 @@ def remember_slice_steps(
         min_confidence=manager.min_confidence,
         fact_ids=ids,
     )
-    yield from write_plan_steps(manager, ns, plan, source=source, key=key)
+    with span("foldwise.memory.write", _decision_counts(plan.decisions)):
+        yield from write_plan_steps(manager, ns, plan, source=source, key=key)
     return plan.decisions
+
+
+def _counts(**counts: int) -> dict[str, AttributeValue | None]:
+    return {f"foldwise.memory.{name}": value for name, value in counts.items()}
+
+
+def _decision_counts(decisions: Sequence[MemoryDecision]) -> dict[str, AttributeValue | None]:
+    """Span attributes: how many decisions of each action (ids and counts only)."""
+    actions = Counter(str(d.action) for d in decisions)
+    return _counts(decisions=len(decisions), **{f"action.{a}": n for a, n in actions.items()})

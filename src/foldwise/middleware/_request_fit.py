@@ -17,7 +17,9 @@ from typing import Any, cast
 from langchain.agents import AgentState
 from langchain.agents.middleware import ExtendedModelResponse, ModelRequest, ModelResponse
 from langchain_core.exceptions import ContextOverflowError
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langgraph.config import get_config
 from langgraph.types import Command
 
 from foldwise.compaction import CompactionOutcome
@@ -33,10 +35,30 @@ __all__ = [
     "is_context_overflow",
     "measure",
     "overflow_numbers",
+    "profile_window",
+    "run_id",
     "split_head",
     "strip_contract",
     "with_commit",
 ]
+
+
+def profile_window(model: BaseChatModel) -> int | None:
+    """The model's LangChain profile `max_input_tokens`, when it declares one."""
+    profile = getattr(model, "profile", None)
+    value = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def run_id() -> str | None:
+    """The current run's id, when the caller put one in the config (the gateway does)."""
+    try:
+        config = get_config()
+    except RuntimeError:
+        return None
+    value = (config.get("metadata") or {}).get("run_id") or config.get("run_id")
+    return str(value) if value else None
+
 
 logger = logging.getLogger(__name__)
 

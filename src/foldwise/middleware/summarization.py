@@ -17,7 +17,6 @@ from langchain.agents.middleware import (
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from foldwise._lru import LRUDict
@@ -29,7 +28,9 @@ from foldwise.compaction import (
     CompactionReceipt,
     CompactOptions,
     Compactor,
+    Presummaries,
     SummarizationEvent,
+    presummary_due,
 )
 from foldwise.config import FoldwiseConfig
 from foldwise.durable import is_durable_data_message, summary_for_context
@@ -54,26 +55,9 @@ RUN_MODEL_ALIAS = "run-model"
 _MAX_OVERFLOW_RETRIES = 2
 
 
-def _profile_window(model: BaseChatModel) -> int | None:
-    """The model's LangChain profile `max_input_tokens`, when it declares one."""
-    profile = getattr(model, "profile", None)
-    value = profile.get("max_input_tokens") if isinstance(profile, dict) else None
-    return value if isinstance(value, int) and value > 0 else None
-
-
 def _summary_of(state: Any) -> str | None:
     value = state.get("summary_text") if isinstance(state, dict) else None
     return value if isinstance(value, str) else None
-
-
-def _run_id() -> str | None:
-    """The current run's id, when the caller put one in the config (the gateway does)."""
-    try:
-        config = get_config()
-    except RuntimeError:
-        return None
-    value = (config.get("metadata") or {}).get("run_id") or config.get("run_id")
-    return str(value) if value else None
 
 
 class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
@@ -81,7 +65,9 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
 
     The summary goes to the `summary_text` channel (rendered as data by the durable-context
     middleware, or by this one when used alone), never into `messages`. A failed summary
-    changes nothing. Use `from_config(config)` or pass the pieces directly.
+    changes nothing. Use `from_config(config)` or pass the pieces directly. With
+    `summarization.presummarize_at`, async runs summarize the next compaction's span in the
+    background (docs/compaction.md); `aclose` cancels what still runs.
 
     Args:
         config: The foldwise configuration (defaults apply when omitted).
@@ -138,7 +124,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         self.counter = counter or get_counter(entry, config=self.config)
         window = entry.context_window if entry else None
         if window is None and model is not None:
-            window = _profile_window(model)
+            window = fit.profile_window(model)
         self.policy = policy or CompactionPolicy.from_config(
             self.config, model_name=run_name, context_window=window
         )
@@ -155,6 +141,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             observers=list(observers),
             offloader=offload.offload_user_message_steps if offload is not None else None,
             archiver=offload.archive_steps if offload is not None else None,
+            presummaries=Presummaries() if self.policy.presummarize_at else None,
         )
         self.max_compactions_per_run = settings.max_compactions_per_run
         self._initial_static = static_tokens
@@ -202,21 +189,23 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         policy = self._planning_policy(key, messages, static, summary)
         decision = self.compactor.decide(messages, summary, static_tokens=static, policy=policy)
         plan = decision.plan
-        if plan is None:
-            return None
-        with self._lock:
-            done = self._run_counts.get(key, 0)
-        if done >= self.max_compactions_per_run and plan.trigger != "budget":
-            logger.info(
-                "compaction skipped: %d compactions already this run (thread %s)", done, key
-            )
-            return None
+        if plan is None:  # below the trigger; past `presummarize_at` of it: summarize ahead
+            if not presummary_due(decision, len(messages) + bool(summary), policy):
+                return None
+        else:
+            with self._lock:
+                done = self._run_counts.get(key, 0)
+            if done >= self.max_compactions_per_run and plan.trigger != "budget":
+                logger.info(
+                    "compaction skipped: %d compactions already this run (thread %s)", done, key
+                )
+                return None
         messages = list(messages)
         ensure_message_ids(messages)
         options: CompactOptions = {
             "static_tokens": static,
             "thread_id": key,
-            "run_id": _run_id(),
+            "run_id": fit.run_id(),
             "decision": decision,
             "policy": policy,
         }
@@ -267,8 +256,18 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
         if prepared is None:
             return pre
         key, options, messages, summary = prepared
+        decision = options.get("decision")
+        if decision is None or decision.plan is None:
+            if key != NO_THREAD:  # a run without a thread id has nothing to come back to
+                yield from self.compactor.presummarize_steps(messages, summary, **options)
+            return pre
         outcome = yield from self.compactor.compact_steps(messages, summary, **options)
         return self._commit(key, outcome, pre)
+
+    async def aclose(self) -> None:
+        """Cancel this middleware's background summaries and wait for them (on shutdown)."""
+        if self.compactor.presummaries is not None:
+            await self.compactor.presummaries.aclose()
 
     before_model = sync_method(before_model_steps)  # type: ignore[arg-type]
     abefore_model = async_method(before_model_steps)  # type: ignore[arg-type]
@@ -422,7 +421,7 @@ class SummarizationMiddleware(AgentMiddleware[FoldwiseState, Any, Any]):
             policy=policy,
             static_tokens=self._static.get(key, self._initial_static),
             thread_id=key,
-            run_id=_run_id(),
+            run_id=fit.run_id(),
             publish=False,  # observers hear of it once the retry's answer commits it
         )
         return outcome if outcome.compacted else None

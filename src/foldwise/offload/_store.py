@@ -22,6 +22,7 @@ import builtins
 import contextlib
 import hashlib
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -29,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 from foldwise._crash import crash_point
 from foldwise._steps import Io, Steps, async_method, sync_method
+from foldwise._telemetry import record_offload
 from foldwise.errors import ArtifactNotFoundError, StorageError
 from foldwise.offload._ids import make_artifact_id, thread_key, validate_artifact_id
 from foldwise.offload._models import (
@@ -236,6 +238,7 @@ class BaseArtifactStore(abc.ABC):
             ArtifactIdError: The thread id is unusable.
             StorageError: The backend failed, or the text alone exceeds the quota.
         """
+        started = time.perf_counter()
         key = thread_key(thread_id)
         if not isinstance(content, str):
             raise TypeError("content must be a str")
@@ -260,6 +263,7 @@ class BaseArtifactStore(abc.ABC):
         )
         crash_point("offload.write.after")  # tests only
         yield from self._enforce_quota_steps(key, keep=artifact_id)
+        record_offload(ref, new=existing is None, started=started)
         return ref
 
     def _enforce_quota_steps(self, key: str, *, keep: str) -> Steps[None]:

@@ -10,6 +10,7 @@ both databases), checking that it is the thread's oldest pending run, and moving
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from foldwise.gateway.storage._base import RUN_COLUMNS, check_run_args, encode_metadata, from_row
@@ -87,6 +88,16 @@ class SqlQueueMixin(SqlEventsMixin):
         async with d.read("pending_runs", None) as s:
             rows = await s.fetchall(d.sql(query), (limit,))
         return [from_row(RunRecord, row, d.from_time) for row in rows]
+
+    async def queue_stats(self) -> tuple[int, datetime | None]:
+        """How many runs are pending in all, and when the oldest was queued (`None`: none)."""
+        d = self._dialect
+        query = f"SELECT count(*), min(created_at) FROM {{p}}runs WHERE {_PENDING}"
+        async with d.read("queue_stats", None) as s:
+            row = await s.fetchone(d.sql(query))
+        if row is None or not row[0]:
+            return 0, None
+        return int(row[0]), d.from_time(row[1])
 
     async def thread_pending_runs(self, thread_id: str) -> list[RunRecord]:
         """The thread's pending runs, oldest first (the order they will start in)."""

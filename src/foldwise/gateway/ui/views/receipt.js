@@ -84,6 +84,10 @@ function content(threadId, r) {
       row("Summarizer", h("code", {}, r.model_used || "?"), ` · ${(r.attempts || []).length || "–"} attempt(s)`),
       row("Summary", `${fmtInt(r.summary_chars)} characters`),
       row("Duration", ms(r.duration_ms)),
+      row(
+        "Summary made",
+        r.precomputed ? "in the background, before the compaction fired" : "during the compaction",
+      ),
       row("Archive", archive),
       row("Receipt", h("code", {}, r.id || r.receipt_id || "?")),
     ),

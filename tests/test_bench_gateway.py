@@ -1,0 +1,157 @@
+"""`foldwise bench gateway`: the quick run end to end, the report's shape, the poll patch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from foldwise.bench._gateway_bench import (
+    BEGIN_MARK,
+    END_MARK,
+    FAST,
+    SHIPPED,
+    SQLITE,
+    GatewayBenchReport,
+    write_gateway_report,
+)
+from foldwise.bench._gateway_measure import ColumnResult
+from foldwise.bench._gateway_render import checks
+from foldwise.bench._gateway_targets import langgraph_unavailable
+from foldwise.cli import app
+
+CHILD = Path(__file__).resolve().parents[1] / "src" / "foldwise" / "bench" / "_gateway_lg_child.py"
+TIMED = (
+    "create_wait_p50",
+    "create_wait_p99",
+    "turns_p50",
+    "requests_per_second",
+    "stream_first_event_p50",
+)
+
+
+def _sane(column: dict[str, object]) -> None:
+    for key in TIMED:
+        value = column[key]
+        assert isinstance(value, float)
+        assert 0 < value < 60_000, (column["label"], key, value)
+    assert column["create_wait_p99"] >= column["create_wait_p50"]  # type: ignore[operator]
+    assert column["sequential_samples"] and column["stream_samples"]
+    assert column["concurrent_requests"] and column["concurrent_errors"] == 0
+    assert len(column["turn_latencies"]) == 6  # type: ignore[arg-type]
+    assert 10 < column["rss_after_mib"] < 4096  # type: ignore[operator]
+    assert column["rss_samples"] >= 1
+
+
+def test_quick_run_end_to_end(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\nhand-written text\n", "utf-8")
+    result = CliRunner().invoke(
+        app, ["bench", "gateway", "--quick", "--json", "--write", str(doc)], catch_exceptions=False
+    )
+    data = json.loads(result.output)
+    assert result.exit_code == (0 if data["passed"] else 1), result.output
+    labels = [c["label"] for c in data["columns"]]
+    reason = langgraph_unavailable()
+    if reason is None:
+        assert labels == [SHIPPED, FAST, SQLITE]
+        assert data["unavailable"] == {}
+        # the shortened poll is what the 5 ms column measures: far below the 0.5 s poll
+        shipped, fast = data["columns"][0], data["columns"][1]
+        assert shipped["create_wait_p50"] > 400
+        assert fast["create_wait_p50"] < shipped["create_wait_p50"] / 3
+        assert set(data["ratios_foldwise_over_langgraph_5ms"][SQLITE]) >= {
+            "create thread + runs.wait p50 (ms)",
+            "2 clients x 2 s, requests/s",
+        }
+    else:
+        assert labels == [SQLITE]
+        assert data["unavailable"] == {SHIPPED: reason, FAST: reason}
+    for column in data["columns"]:
+        _sane(column)
+    assert [t["check"].split(":")[0] for t in data["targets"]] == [SQLITE] * 5
+    text = doc.read_text("utf-8")
+    assert text.startswith("# Benchmarks\n\nhand-written text\n")
+    assert BEGIN_MARK in text and END_MARK in text
+    assert "| create thread + runs.wait p50 (ms) |" in text
+    assert "| one thread, turns 4-6 p50 (ms) |" in text
+
+
+def _column(label: str, p50: float, growth: float, rss: list[int] | None = None) -> ColumnResult:
+    return ColumnResult(
+        label,
+        create_wait_p50=p50,
+        create_wait_p99=p50 * 1.5,
+        turns_p50=p50,
+        turns_window="181-200",
+        growth_ms_per_turn=growth,
+        requests_per_second=1000 / p50,
+        stream_first_event_p50=p50 / 2,
+        rss_after_mib=120,
+        rss_growth_mib=0.5,
+        rss_flat=True,
+        rss_samples=30,
+    )
+
+
+def test_report_without_langgraph_says_why_and_checks_the_fallback_growth() -> None:
+    report = GatewayBenchReport(
+        [_column(SQLITE, 12.0, 0.2)],
+        unavailable={SHIPPED: "langgraph_cli not installed", FAST: "langgraph_cli not installed"},
+        sizes={"clients": 16, "seconds": 30},
+    )
+    text = report.to_markdown()
+    assert f"- {FAST}: unavailable: langgraph_cli not installed" in text
+    assert "| 16 clients x 30 s, requests/s | unavailable | unavailable | 83.3 | — |" in text
+    verdicts = {name: ok for name, _, ok in checks(report)}
+    assert verdicts[f"{SQLITE}: p50 ≤ 14 ms"] is True
+    assert verdicts[f"{SQLITE}: p99 ≤ 25 ms"] is True  # 18 ms
+    assert verdicts[f"{SQLITE}: ≥ 80 requests/s"] is True
+    assert verdicts[f"{SQLITE}: growth ≤ +0.300 ms/turn (issue 16's 0.3, no LangGraph)"] is True
+    assert report.to_dict()["ratios_foldwise_over_langgraph_5ms"] == {}
+
+
+def test_growth_is_judged_against_langgraph_in_the_same_run() -> None:
+    report = GatewayBenchReport(
+        [_column(FAST, 10.0, 0.25), _column(SQLITE, 20.0, 0.4)], sizes={"clients": 16}
+    )
+    verdicts = {name: ok for name, _, ok in checks(report)}
+    assert verdicts[f"{SQLITE}: growth ≤ +0.250 ms/turn (LangGraph-5ms in this run)"] is False
+    assert verdicts[f"{SQLITE}: p50 ≤ 14 ms"] is False
+    assert not report.passed
+    ratios = report.to_dict()["ratios_foldwise_over_langgraph_5ms"][SQLITE]
+    assert ratios["create thread + runs.wait p50 (ms)"] == 2.0
+    assert "| create thread + runs.wait p50 (ms) | 10.0 | 20.0 | 2.00 |" in report.to_markdown()
+
+
+def test_write_replaces_only_the_marked_section(tmp_path: Path) -> None:
+    doc = tmp_path / "b.md"
+    report = GatewayBenchReport([_column(SQLITE, 12.0, 0.1)], sizes={})
+    doc.write_text(f"intro\n\n{BEGIN_MARK}\nold table\n{END_MARK}\n\noutro\n", "utf-8")
+    write_gateway_report(doc, report)
+    text = doc.read_text("utf-8")
+    assert "old table" not in text
+    assert text.startswith("intro\n\n" + BEGIN_MARK) and text.endswith(f"{END_MARK}\n\noutro\n")
+
+
+def test_the_poll_patch_replaces_the_half_second_sleep() -> None:
+    if langgraph_unavailable() is not None:
+        pytest.skip(langgraph_unavailable() or "")
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('child', {str(CHILD)!r})\n"
+        "child = importlib.util.module_from_spec(spec); spec.loader.exec_module(child)\n"
+        "print(child.shorten_poll(0.005))\n"
+        "from langgraph_runtime_inmem import ops\n"
+        "print(sorted(c for c in ops.Runs.next.__code__.co_consts if isinstance(c, float)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    note, consts = done.stdout.strip().splitlines()
+    assert note.endswith("asyncio.sleep(0.5) -> asyncio.sleep(0.005)")
+    assert "0.005" in consts and "0.5" not in consts
