@@ -17,10 +17,11 @@ from langchain_core.tools import tool
 from langgraph.types import interrupt
 
 import foldwise.gateway._messages as gateway_messages
+from foldwise.bench._serve import open_app
 from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway.storage import SqliteGatewayStorage
 from foldwise.testing import FailingChatModel, ScriptedChatModel
-from tests.support.gateway import gateway_config, open_gateway, scripted_factory, user
+from tests.support.gateway import gateway_config, scripted_factory, user
 
 QUIET = {"summarization": {"trigger": {"type": "messages", "value": 1000}}}
 
@@ -77,7 +78,7 @@ async def test_a_run_costs_one_transaction_per_storage_step_and_two_thread_hops_
 ) -> None:
     model = ScriptedChatModel(default="ok")
     config = gateway_config(tmp_path, QUIET)
-    async with open_gateway(config, scripted_factory(model)) as (client, app):
+    async with open_app(config, scripted_factory(model)) as (client, app):
         sql = SqlCounter(app)
         thread = (await client.post("/threads", json={})).json()["thread_id"]
         await _wait(client, thread, "warm up")
@@ -114,7 +115,7 @@ async def test_a_run_start_renders_only_new_messages_for_the_transcript(
     import foldwise.gateway._capture as capture
 
     monkeypatch.setattr(capture, "message_record", counting)
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
         thread = (await c.post("/threads", json={})).json()["thread_id"]
         per_turn = []
         for turn in range(12):
@@ -131,7 +132,7 @@ async def test_reconcile_still_records_what_a_crash_left_in_the_state_only(
     tmp_path: Path,
 ) -> None:
     model = ScriptedChatModel(default="ok")
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
         thread = (await c.post("/threads", json={})).json()["thread_id"]
         await _wait(c, thread, "one")
         storage = app.state.gateway.storage
@@ -160,7 +161,7 @@ async def test_writes_no_checkpoint_takes_along_are_committed_when_the_run_ends(
     call = AIMessage("", tool_calls=[{"name": "ask_human", "args": {"question": "ok?"}, "id": "q"}])
     model = ScriptedChatModel(responses=[call])
     factory = scripted_factory(model, tools=[ask_human])
-    async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, app):
+    async with open_app(gateway_config(tmp_path, QUIET), factory) as (c, app):
         thread = (await c.post("/threads", json={})).json()["thread_id"]
         await _wait(c, thread, "please ask")
         saver = app.state.gateway.checkpointer
@@ -175,7 +176,7 @@ async def test_writes_no_checkpoint_takes_along_are_committed_when_the_run_ends(
 
 async def test_a_failed_steps_error_write_is_committed_when_the_run_ends(tmp_path: Path) -> None:
     factory = scripted_factory(FailingChatModel())
-    async with open_gateway(gateway_config(tmp_path, QUIET), factory) as (c, app):
+    async with open_app(gateway_config(tmp_path, QUIET), factory) as (c, app):
         thread = (await c.post("/threads", json={})).json()["thread_id"]
         response = await c.post(
             f"/threads/{thread}/runs/wait", json={"assistant_id": "agent", "input": user("hi")}
@@ -191,7 +192,7 @@ async def test_a_failed_steps_error_write_is_committed_when_the_run_ends(tmp_pat
 
 async def test_writes_held_under_a_lost_lease_are_never_written(tmp_path: Path) -> None:
     model = ScriptedChatModel(default="ok")
-    async with open_gateway(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
         thread = (await c.post("/threads", json={})).json()["thread_id"]
         await _wait(c, thread, "hello")
         gateway = app.state.gateway
