@@ -21,8 +21,12 @@ committed):
 
 - `checkpoint.before`, `checkpoint.after`: a checkpoint written under a thread lease (every
   step of a run, an automatic compaction's state update, a manual compaction's checkpoint),
-  in `foldwise.gateway._checkpointer.FencedWrites.aput`.
-- `writes.before`, `writes.after`: a step's pending writes under a lease (`aput_writes`).
+  in `foldwise.gateway._checkpointer.FencedWrites.aput` (Postgres) and
+  `foldwise.gateway._checkpointer_sqlite.FencedSqliteSaver.aput` (SQLite, where the step's
+  task writes commit in the same transaction).
+- `writes.before`, `writes.after`: a step's pending writes under a lease committed on their
+  own (`aput_writes` on Postgres; on SQLite `FencedSqliteSaver.aflush`, for writes no
+  checkpoint took along: an interrupt's, an error's).
 - `transcript.before`, `transcript.after`: messages appended to the transcript while a run
   streams (`TranscriptRecorder.messages`), and what a run start records (`reconcile`: the
   input and whatever a crash left in the state only).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,11 +14,14 @@ from langchain_core.messages import BaseMessage
 from foldwise.errors import FoldwiseError
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
+from foldwise.gateway._checkpointer_sqlite import flush_writes
 from foldwise.gateway._errors import LeaseLostError, RunFailedError, RunInterruptedError
 from foldwise.gateway._stream import EventBuffer
-from foldwise.gateway.storage import RunStatus
+from foldwise.gateway.storage import GatewayStorage, RunStatus
 
-__all__ = ["REPLAY_EVENTS", "ActiveRun", "RunSpec"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["REPLAY_EVENTS", "ActiveRun", "RunSpec", "flush_run_writes", "record_start"]
 
 REPLAY_EVENTS = 10_000
 """Events a resumable run keeps for clients that rejoin with `Last-Event-ID`."""
@@ -172,3 +176,51 @@ class ActiveRun:
         if isinstance(self.error, FoldwiseError):
             return self.error
         return RunFailedError(self.run_id, self.error or RuntimeError("unknown error"))
+
+
+async def record_start(
+    storage: GatewayStorage,
+    spec: RunSpec,
+    run_id: str,
+    recorder: TranscriptRecorder,
+    values: Mapping[str, Any],
+    inputs: Sequence[BaseMessage],
+    queued: bool,
+) -> bool:
+    """Record a run's start in one transaction: its row, the thread busy, the input.
+
+    Called holding the thread's lease. Returns `False` (nothing written) when a queued run
+    is no longer pending.
+    """
+    thread_id = spec.thread_id
+    async with storage.batch("start_run", thread_id):
+        if queued:
+            if not await storage.start_pending_run(run_id):
+                return False
+        else:
+            metadata = dict(spec.metadata or {})
+            await storage.create_run(thread_id, run_id, spec.assistant_id, "run", metadata=metadata)
+        await storage.update_thread(
+            thread_id,
+            status="busy",
+            metadata={"assistant_id": spec.assistant_id, "graph_id": spec.assistant_id},
+        )
+        # The tables, not the state, say what is recorded: a crash after a checkpoint commit
+        # left its messages and receipts unrecorded; they go first, then the inputs.
+        await recorder.reconcile(values, inputs)
+    return True
+
+
+async def flush_run_writes(run: ActiveRun, status: RunStatus) -> RunStatus:
+    """Commit the run's task writes no checkpoint took along (an interrupt's, an error's).
+
+    Returns the run's status: `error` when their lease was lost (they are dropped).
+    """
+    try:
+        await flush_writes(run.spec.hosted.graph.checkpointer, run.thread_id)
+    except LeaseLostError:
+        run.lease_lost = True
+        return "error"
+    except Exception:
+        logger.exception("thread %s: run %s's last writes failed", run.thread_id, run.run_id)
+    return status

@@ -236,7 +236,11 @@ class TranscriptRecorder:
                     recovered += 1
         state = [m for m in values.get("messages") or [] if isinstance(m, BaseMessage)]
         ids = {str(m.id) for m in state if m.id is not None}
-        events = self._events(state, None) + self._events(self._fresh(inputs), self.run_id)
+        # Ask which are stored before rendering any: a turn renders what is new, not history.
+        shown = [str(m.id) for m in visible(state) if m.id is not None]
+        stored = await self.storage.stored_message_ids(self.thread_id, shown) if shown else set()
+        missing = [m for m in state if m.id is not None and str(m.id) not in stored]
+        events = self._events(missing, None) + self._events(self._fresh(inputs), self.run_id)
         if events:
             crash_point("transcript.before")  # tests only
             written = await self.storage.append_transcript(self.thread_id, events)

@@ -8,7 +8,7 @@ the newest checkpoint id of the root namespace and its pending ``__interrupt__``
 those writes are deserialized (with the checkpointer's own, strict, serializer).
 
 The tables are LangGraph's, as its savers create them: ``checkpoints`` and ``writes`` for
-`AsyncSqliteSaver` (also behind ``memory://``), ``checkpoints`` and ``checkpoint_writes`` for
+the SQLite savers (also behind ``memory://``), ``checkpoints`` and ``checkpoint_writes`` for
 `AsyncPostgresSaver`, whose pooled connections already have the ``?schema=`` as their search
 path. A renamed table or column is an error here, not a silent fallback (the gateway tests on
 both backends catch it). Other savers are read through `aget_tuple`.
@@ -26,6 +26,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, writes_sort_key
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from foldwise.gateway._checkpointer_sqlite import FencedSqliteSaver
 from foldwise.gateway._serde import jsonable
 
 __all__ = ["INTERRUPT_CHANNEL", "CheckpointHead", "read_head"]
@@ -72,7 +73,12 @@ async def read_head(
     Raises:
         Exception: The database error when LangGraph's tables are not as expected.
     """
-    if isinstance(checkpointer, AsyncSqliteSaver):
+    if isinstance(checkpointer, FencedSqliteSaver):
+        await checkpointer.settle(thread_id)  # a run's held task writes (an interrupt's)
+        async with checkpointer.alock:  # inline: one indexed query
+            params = (thread_id, thread_id, INTERRUPT_CHANNEL)
+            rows = checkpointer.loop_conn.fetchall(SQLITE_HEAD_SQL, params)
+    elif isinstance(checkpointer, AsyncSqliteSaver):
         rows = await _sqlite_rows(checkpointer, thread_id)
     elif _is_postgres(checkpointer):
         rows = await _postgres_rows(checkpointer, thread_id)

@@ -1,7 +1,8 @@
 """Open LangGraph's checkpointer for `storage.url`, with safe deserialization.
 
-- ``sqlite:///path`` (and ``memory://``): `AsyncSqliteSaver` on its own connection to the same
-  file as the gateway tables, in WAL mode with a busy timeout.
+- ``sqlite:///path`` (and ``memory://``): `FencedSqliteSaver` (LangGraph's `SqliteSaver` driven
+  from the event loop, `foldwise.gateway._checkpointer_sqlite`) on its own connection to the
+  same file as the gateway tables, in WAL mode with a busy timeout.
 - ``postgresql://...``: `AsyncPostgresSaver` on a connection pool. With ``?schema=name`` its
   tables live in that schema (the gateway tables' schema), otherwise in the connection's
   default schema. Concurrent worker start-ups serialize their `setup()` on an advisory lock
@@ -17,8 +18,8 @@ Writes are fenced by thread leases (`foldwise.gateway._leases`). When the config
 that holder and fencing token and has not expired, checked in the same transaction:
 
 - SQLite file: the check and the write run in one ``BEGIN IMMEDIATE`` transaction on the
-  checkpointer's connection; the lease row is in the same file, and SQLite's single writer
-  lock keeps any takeover out until the commit.
+  checkpointer's connection (`FencedSqliteSaver.transaction`); the lease row is in the same
+  file, and SQLite's single writer lock keeps any takeover out until the commit.
 - Postgres: the check (``SELECT ... FOR SHARE`` on the lease row, which blocks a takeover's
   update until commit) and the write run in one transaction on one pooled connection.
 - ``memory://``: the checkpointer's database is not the gateway tables' database, so the
@@ -40,7 +41,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import aiosqlite
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -49,12 +49,12 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
 )
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from foldwise._crash import crash_point
+from foldwise.gateway._checkpointer_sqlite import FencedSqliteSaver
 from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage import SqlGatewayStorage, open_storage
-from foldwise.gateway.storage._sqlite import rollback
+from foldwise.gateway.storage._sqlite_conn import LoopConnection
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -154,48 +154,6 @@ class FencedWrites(BaseCheckpointSaver[str]):
         crash_point("writes.after")  # tests only
 
 
-class FencedSqliteSaver(FencedWrites, AsyncSqliteSaver):
-    """`AsyncSqliteSaver` whose writes under a `Lease` commit only while the lease holds.
-
-    Args:
-        conn: The checkpointer's connection.
-        serde: The serializer.
-        lease_sql: The storage's lease check (`SqlGatewayStorage.lease_check_sql`) when the
-            lease rows are in this database; `None` to check through the gateway storage.
-    """
-
-    def __init__(
-        self, conn: aiosqlite.Connection, *, serde: JsonPlusSerializer, lease_sql: str | None
-    ) -> None:
-        super().__init__(conn, serde=serde)
-        self._lease_sql = lease_sql
-        # Runs the stock write inside our transaction (it commits it); our lock guards it.
-        self._writer = AsyncSqliteSaver(conn, serde=serde)
-        self._writer.is_setup = True
-
-    @asynccontextmanager
-    async def _fenced(self, lease: Lease) -> AsyncIterator[BaseCheckpointSaver[str]]:
-        await self.setup()
-        async with self.lock:
-            if self._lease_sql is None:
-                await lease.verify()
-                yield self._writer
-                return
-            try:
-                await self.conn.execute("BEGIN IMMEDIATE")
-                params = (lease.thread_id, lease.holder, lease.token)
-                async with self.conn.execute(self._lease_sql, params) as cursor:
-                    held = await cursor.fetchone() is not None
-                if not held:
-                    raise lease.refuse()
-                yield self._writer
-            except BaseException:
-                await rollback(self.conn, "checkpoint write", lease.thread_id)
-                raise
-            if self.conn.in_transaction:  # the stock write commits; this is a safety net
-                await self.conn.commit()
-
-
 async def _advisory_lock(conn: Any, key: str) -> None:
     """Take the session advisory lock `key` on `conn` by polling, holding no snapshot meanwhile.
 
@@ -226,12 +184,13 @@ def _lease_check_sql(url: str) -> str:
 @asynccontextmanager
 async def _sqlite_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     path = sqlite_path(url)
-    conn = await aiosqlite.connect(path)
+    conn = LoopConnection(path)
+    await conn.open()
     try:
-        await conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
         lease_sql = None if path == ":memory:" else _lease_check_sql(url)
         saver = FencedSqliteSaver(conn, serde=safe_serializer(), lease_sql=lease_sql)
-        await saver.setup()
+        await saver.asetup()
         yield saver
     finally:
         await conn.close()
@@ -304,7 +263,7 @@ async def open_checkpointer(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]
         url: `storage.url`: ``sqlite:///path``, ``memory://`` or ``postgresql://...``.
 
     Yields:
-        An `AsyncSqliteSaver` or `AsyncPostgresSaver` whose writes are fenced by leases.
+        A `FencedSqliteSaver` or `FencedPostgresSaver`: writes under a lease are fenced.
 
     Raises:
         ValueError: An unsupported URL.

@@ -27,7 +27,7 @@ from foldwise._crash import crash_point
 from foldwise._lru import LRUDict
 from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
-from foldwise.gateway._active import ActiveRun, RunSpec
+from foldwise.gateway._active import ActiveRun, RunSpec, flush_run_writes, record_start
 from foldwise.gateway._capture import TranscriptRecorder, checkpoint_snapshot, record_values
 from foldwise.gateway._errors import (
     BusyError,
@@ -320,22 +320,9 @@ class RunManager:
             config, inputs, values, head = await self._prepare(spec, self._run_config(run_id, spec))
             recorder = TranscriptRecorder.from_values(self.storage, thread_id, run_id, values)
             recorder.lease = lease_of(config)
-            if queued:
-                if not await self.storage.start_pending_run(run_id):
-                    await self.leases.release(thread_id, run_id)
-                    return None
-            else:
-                await self.storage.create_run(
-                    thread_id, run_id, spec.assistant_id, "run", metadata=dict(spec.metadata or {})
-                )
-            await self.storage.update_thread(
-                thread_id,
-                status="busy",
-                metadata={"assistant_id": spec.assistant_id, "graph_id": spec.assistant_id},
-            )
-            # The tables, not the state, say what is recorded: a crash after a checkpoint commit
-            # left its messages and receipts unrecorded; they go first, then the inputs.
-            await recorder.reconcile(values, inputs)
+            if not await record_start(self.storage, spec, run_id, recorder, values, inputs, queued):
+                await self.leases.release(thread_id, run_id)
+                return None
         except BaseException as error:
             if queued and isinstance(error, Exception) and not isinstance(error, StorageError):
                 with contextlib.suppress(StorageError):
@@ -439,6 +426,7 @@ class RunManager:
             keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
+            status = await flush_run_writes(run, status)
             await self._finish(run, status, config)
 
     async def _finish(self, run: ActiveRun, status: RunStatus, config: RunnableConfig) -> None:
@@ -446,14 +434,20 @@ class RunManager:
         error = run.outcome_error()
         try:
             undo = run.rollback and not run.lease_lost
-            if not (undo and await revert_run(run, config, self.storage)):
-                crash_point("run.finish.before")  # tests only
-                await self.storage.finish_run(run.run_id, status, str(error) if error else None)
+            reverted = undo and await revert_run(run, config, self.storage)
+            # The run's row and the thread's status: one transaction.
+            async with self.storage.batch("finish_run", run.thread_id):
+                if not reverted:
+                    crash_point("run.finish.before")  # tests only
+                    await self.storage.finish_run(run.run_id, status, str(error) if error else None)
+                # Runs still queued keep the thread busy (listings filter on the stored status).
+                waiting = await self.storage.thread_pending_runs(run.thread_id)
+                after: ThreadStatus = (
+                    "busy" if waiting else "error" if status == "error" else "idle"
+                )
+                await self.storage.update_thread(run.thread_id, status=after)
+            if not reverted:
                 crash_point("run.finish.after")  # tests only
-            # Runs still queued keep the thread busy (listings filter on the stored status).
-            waiting = await self.storage.thread_pending_runs(run.thread_id)
-            after: ThreadStatus = "busy" if waiting else "error" if status == "error" else "idle"
-            await self.storage.update_thread(run.thread_id, status=after)
         except StorageError:
             logger.exception(
                 "thread %s: could not record the end of run %s", run.thread_id, run.run_id

@@ -18,12 +18,20 @@ are this package's constants (never request input).
 A dialect also owns the connection: it opens and closes it, hands out `Session`s for reads
 (autocommit) and writes (one transaction), converts timestamps, and knows the database's
 error classes and migration statements.
+
+`Dialect.batch` joins several storage calls into one transaction: inside it, every `read` and
+`write` of the same task on the same dialect reuses the batch's session instead of opening
+its own (a run's start and end are each one commit, not three). A batch must not catch a
+storage error and go on (Postgres aborts the whole transaction at the first failed
+statement): an error inside it rolls all of it back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
@@ -62,6 +70,19 @@ def not_open(operation: str, thread_id: str | None) -> GatewayStorageError:
         operation=operation,
         thread_id=thread_id,
     )
+
+
+_BATCH: ContextVar[tuple[Dialect, asyncio.Task[Any] | None, Session] | None] = ContextVar(
+    "foldwise_storage_batch", default=None
+)
+"""The open batch: its dialect, the task that opened it, and its session."""
+
+
+def _task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # pragma: no cover - storage is only used on an event loop
+        return None
 
 
 class Dialect:
@@ -119,6 +140,31 @@ class Dialect:
     ) -> AbstractAsyncContextManager[Session]:  # pragma: no cover - overridden
         """A session inside one transaction, committed on exit, rolled back on an error."""
         raise NotImplementedError
+
+    def joined(self) -> Session | None:
+        """The session of the batch this task opened on this dialect, if any.
+
+        Tasks started inside a batch inherit the context variable but not the batch: only the
+        task that opened it joins it.
+        """
+        held = _BATCH.get()
+        if held is None or held[0] is not self or held[1] is not _task():
+            return None
+        return held[2]
+
+    @asynccontextmanager
+    async def batch(self, operation: str, thread_id: str | None) -> AsyncIterator[Session]:
+        """One write transaction that this task's storage calls join until it ends."""
+        joined = self.joined()
+        if joined is not None:  # already in one: nested batches are the outer one
+            yield joined
+            return
+        async with self.write(operation, thread_id) as session:
+            token = _BATCH.set((self, _task(), session))
+            try:
+                yield session
+            finally:
+                _BATCH.reset(token)
 
     # values ----------------------------------------------------------------------------------
 

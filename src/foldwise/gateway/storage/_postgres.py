@@ -149,7 +149,11 @@ class PostgresDialect(Dialect):
 
     @asynccontextmanager
     async def read(self, operation: str, thread_id: str | None) -> AsyncIterator[_Session]:
-        """A pooled autocommit connection."""
+        """A pooled autocommit connection (or this task's `batch`)."""
+        joined = self.joined()
+        if joined is not None:
+            yield joined  # type: ignore[misc]
+            return
         if self._pool is None:
             raise not_open(operation, thread_id)
         with wrap_errors(operation, thread_id, _ERRORS):
@@ -158,7 +162,11 @@ class PostgresDialect(Dialect):
 
     @asynccontextmanager
     async def write(self, operation: str, thread_id: str | None) -> AsyncIterator[_Session]:
-        """A pooled connection inside one transaction."""
+        """A pooled connection inside one transaction (or this task's `batch`)."""
+        joined = self.joined()
+        if joined is not None:
+            yield joined  # type: ignore[misc]
+            return
         if self._pool is None:
             raise not_open(operation, thread_id)
         with wrap_errors(operation, thread_id, _ERRORS):

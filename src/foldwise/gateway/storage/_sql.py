@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
 
@@ -107,6 +108,16 @@ class SqlGatewayStorage(SqlQueueMixin, SqlOverviewMixin):
             share-locks the lease row until the end of the caller's transaction.
         """
         return self._dialect.native(self._dialect.sql(LEASE_CHECK))
+
+    @asynccontextmanager
+    async def batch(self, operation: str, thread_id: str | None = None) -> AsyncIterator[None]:
+        """Run this task's storage calls inside it as one transaction (one commit).
+
+        Every method called by the same task until the block ends joins the transaction; an
+        error rolls all of it back. Do not catch a storage error inside and go on.
+        """
+        async with self._dialect.batch(operation, thread_id):
+            yield
 
     # lifecycle -------------------------------------------------------------------------------
 

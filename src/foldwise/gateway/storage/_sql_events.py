@@ -75,18 +75,7 @@ class SqlEventsMixin:
         # The caller holds the thread row's write lock, so MAX(seq) cannot move until commit.
         d = self._dialect
         ids = [e.message_id for e in events if e.message_id is not None]
-        stored: set[str] = set()
-        if ids:
-            marks = ", ".join("?" * len(ids))
-            rows = await s.fetchall(
-                d.sql(
-                    "SELECT message_id FROM {p}transcript_events "
-                    f"WHERE thread_id = ? AND message_id IN ({marks})"
-                ),
-                (thread_id, *ids),
-            )
-            stored = {row[0] for row in rows}
-        kept = dedupe_events(events, stored)
+        kept = dedupe_events(events, await self._stored_ids(s, thread_id, ids))
         if not kept:
             return []
         row = await s.fetchone(
@@ -141,6 +130,23 @@ class SqlEventsMixin:
         async with self._dialect.write("append_transcript", tid) as s:
             await self._require_thread(s, tid, "{exclusive}")
             return await self._append(s, tid, prepared)
+
+    async def _stored_ids(self, s: Session, thread_id: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        marks = ", ".join("?" * len(ids))
+        query = (
+            "SELECT message_id FROM {p}transcript_events "
+            f"WHERE thread_id = ? AND message_id IN ({marks})"
+        )
+        rows = await s.fetchall(self._dialect.sql(query), (thread_id, *ids))
+        return {str(row[0]) for row in rows}
+
+    async def stored_message_ids(self, thread_id: str, message_ids: Sequence[str]) -> set[str]:
+        """Which of `message_ids` the thread's transcript holds (one indexed query)."""
+        tid = validate_thread_id(thread_id)
+        async with self._dialect.read("stored_message_ids", tid) as s:
+            return await self._stored_ids(s, tid, list(message_ids))
 
     async def list_transcript(
         self,

@@ -1,6 +1,8 @@
-"""SQLite dialect of `SqlGatewayStorage` (aiosqlite), and `SqliteGatewayStorage`.
+"""SQLite dialect of `SqlGatewayStorage`, and `SqliteGatewayStorage`.
 
-One connection per instance, serialized by an `asyncio.Lock`. Every write runs in
+One connection per instance (`LoopConnection`: statements inline on the event loop, the
+waits for the writer lock and the commit in its worker thread), serialized by an
+`asyncio.Lock`. Every write runs in
 ``BEGIN IMMEDIATE``, which takes SQLite's single writer lock up front: concurrent writers in
 other connections or processes wait (up to `busy_timeout_ms`) instead of failing half-way, and
 the per-thread transcript `seq` is assigned under that lock. WAL journal, foreign keys on,
@@ -29,6 +31,7 @@ from foldwise.gateway.storage._codec import json_contains
 from foldwise.gateway.storage._dialect import Dialect, Row, not_open
 from foldwise.gateway.storage._migrations import Migration
 from foldwise.gateway.storage._sql import SqlGatewayStorage
+from foldwise.gateway.storage._sqlite_conn import LoopConnection
 
 __all__ = ["SqliteDialect", "SqliteGatewayStorage", "rollback"]
 
@@ -39,30 +42,26 @@ _MEMORY = ":memory:"
 
 
 class _Session:
-    """`Session` over the aiosqlite connection (its placeholders are already ``?``)."""
+    """`Session` over the connection, inline on the event loop (placeholders already ``?``)."""
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: LoopConnection) -> None:
         self._conn = conn
 
     async def fetchone(self, query: str, params: Sequence[Any] = ()) -> Row | None:
-        async with self._conn.execute(query, params) as cursor:
-            row = await cursor.fetchone()
-        return None if row is None else tuple(row)
+        return self._conn.fetchone(query, params)
 
     async def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[Row]:
-        async with self._conn.execute(query, params) as cursor:
-            return [tuple(row) for row in await cursor.fetchall()]
+        return list(self._conn.fetchall(query, params))
 
     async def execute(self, query: str, params: Sequence[Any] = ()) -> int:
-        async with self._conn.execute(query, params) as cursor:
-            return int(cursor.rowcount)
+        return self._conn.execute(query, params)
 
     async def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self._conn.executemany(query, rows)
+        self._conn.executemany(query, rows)
 
 
 async def rollback(conn: aiosqlite.Connection, operation: str, thread_id: str | None) -> None:
-    """Roll back whatever transaction a failed or cancelled write left open.
+    """Roll back whatever transaction a failed or cancelled write left open (aiosqlite).
 
     Always sent, never judged by `in_transaction`: a write cancelled while its ``BEGIN`` was
     queued still runs that ``BEGIN`` later, and aiosqlite runs requests in order, so only an
@@ -73,6 +72,14 @@ async def rollback(conn: aiosqlite.Connection, operation: str, thread_id: str | 
     except sqlite3.OperationalError as exc:
         if "no transaction is active" not in str(exc):
             logger.exception("rollback after a failed %s on thread %s failed", operation, thread_id)
+    except sqlite3.Error:
+        logger.exception("rollback after a failed %s on thread %s failed", operation, thread_id)
+
+
+async def _rollback(conn: LoopConnection, operation: str, thread_id: str | None) -> None:
+    """Roll back what a failed or cancelled write left open; log (never raise) a failure."""
+    try:
+        await conn.rollback()
     except sqlite3.Error:
         logger.exception("rollback after a failed %s on thread %s failed", operation, thread_id)
 
@@ -98,7 +105,7 @@ def _lower(value: Any) -> str | None:
 
 
 class SqliteDialect(Dialect):
-    """SQLite: one aiosqlite connection, ``BEGIN IMMEDIATE`` writes, epoch-second leases."""
+    """SQLite: one `LoopConnection`, ``BEGIN IMMEDIATE`` writes, epoch-second leases."""
 
     backend = "sqlite"
     json_param = "?"
@@ -111,7 +118,7 @@ class SqliteDialect(Dialect):
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
         self._synchronous = synchronous
-        self._conn: aiosqlite.Connection | None = None
+        self._conn: LoopConnection | None = None
         self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
@@ -127,31 +134,31 @@ class SqliteDialect(Dialect):
             with wrap_errors("setup", None, _ERRORS):
                 if self.path != _MEMORY:
                     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                conn = await aiosqlite.connect(self.path, isolation_level=None)
+                conn = LoopConnection(self.path)
+                await conn.open()
                 try:
-                    await conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+                    conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
                     if self.path != _MEMORY:
                         await self._enable_wal(conn)
-                    await conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-                    await conn.execute("PRAGMA foreign_keys = ON")
-                    await conn.create_function(
+                    conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                    conn.execute("PRAGMA foreign_keys = ON")
+                    conn.conn.create_function(
                         "foldwise_json_contains", 2, json_contains, deterministic=True
                     )
-                    await conn.create_function("foldwise_lower", 1, _lower, deterministic=True)
+                    conn.conn.create_function("foldwise_lower", 1, _lower, deterministic=True)
                 except BaseException:
                     await conn.close()
                     raise
             self._conn = conn
 
-    async def _enable_wal(self, conn: aiosqlite.Connection) -> None:
+    async def _enable_wal(self, conn: LoopConnection) -> None:
         # Switching a fresh file to WAL needs an exclusive lock and SQLite answers SQLITE_BUSY
         # at once (without the busy handler) while another connection is setting up, so retry
         # until the busy timeout. The mode is persistent: later opens find it already set.
         delays = busy_delays(self._busy_timeout_ms)
         while True:
             try:
-                async with conn.execute("PRAGMA journal_mode = WAL") as cursor:
-                    row = await cursor.fetchone()
+                row = await conn.run(conn.fetchone, "PRAGMA journal_mode = WAL")
                 break
             except sqlite3.OperationalError as exc:
                 delay = next(delays, None) if is_busy(exc) else None
@@ -171,7 +178,11 @@ class SqliteDialect(Dialect):
 
     @asynccontextmanager
     async def read(self, operation: str, thread_id: str | None) -> AsyncIterator[_Session]:
-        """The connection, outside a transaction."""
+        """The connection, outside a transaction (or this task's `batch`)."""
+        joined = self.joined()
+        if joined is not None:
+            yield joined  # type: ignore[misc]
+            return
         async with self._lock:
             if self._conn is None:
                 raise not_open(operation, thread_id)
@@ -180,18 +191,27 @@ class SqliteDialect(Dialect):
 
     @asynccontextmanager
     async def write(self, operation: str, thread_id: str | None) -> AsyncIterator[_Session]:
-        """The connection inside ``BEGIN IMMEDIATE`` (the database's one writer lock)."""
+        """The connection inside ``BEGIN IMMEDIATE`` (the database's one writer lock).
+
+        Waiting for the lock and the commit's sync run in the connection's worker thread;
+        the statements in between run inline (`LoopConnection`). Inside this task's `batch`,
+        its transaction.
+        """
+        joined = self.joined()
+        if joined is not None:
+            yield joined  # type: ignore[misc]
+            return
         async with self._lock:
             conn = self._conn
             if conn is None:
                 raise not_open(operation, thread_id)
             with wrap_errors(operation, thread_id, _ERRORS):
                 try:
-                    await conn.execute("BEGIN IMMEDIATE")
+                    await conn.begin_immediate()
                     yield _Session(conn)
-                    await conn.execute("COMMIT")
+                    await conn.commit()
                 except BaseException:
-                    await rollback(conn, operation, thread_id)
+                    await _rollback(conn, operation, thread_id)
                     raise
 
     # values ----------------------------------------------------------------------------------
@@ -275,3 +295,8 @@ class SqliteGatewayStorage(SqlGatewayStorage):
     def path(self) -> str:
         """The database file path, or ``":memory:"``."""
         return self._sqlite.path
+
+    @property
+    def connection(self) -> LoopConnection | None:
+        """The open connection (`None` before `setup`): for diagnostics, e.g. a trace hook."""
+        return self._sqlite._conn

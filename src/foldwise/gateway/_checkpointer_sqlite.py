@@ -1,0 +1,279 @@
+"""`FencedSqliteSaver`: LangGraph's SQLite checkpointer driven from the event loop, fenced.
+
+LangGraph's `AsyncSqliteSaver` sends every statement, fetch and cursor close through
+aiosqlite's thread: a fenced checkpoint write (``BEGIN IMMEDIATE``, the lease check, the
+insert, ``COMMIT``) cost eight round trips between threads, and a run writes about fifteen.
+This saver is LangGraph's sync `SqliteSaver` (same tables, same SQL, same serializer) on a
+`LoopConnection`: reads run inline on the event loop, and each write is one transaction whose
+two waits — SQLite's writer lock and the commit's sync — run in the connection's worker thread.
+
+One transaction per step. LangGraph saves a step's task writes (`aput_writes`) as each task
+ends and then the step's checkpoint (`aput`): two commits, each a sync of the WAL. Writes
+under a `Lease` (a run's steps) are therefore held in memory and committed in the same
+transaction as the thread's next checkpoint; a read of the thread, or `aflush` (the gateway
+calls it when a run ends, e.g. after an interrupt or an error, when no checkpoint follows),
+commits them on their own first. A crash before that commit loses the step's writes and its
+checkpoint together: the step runs again, as after a crash during the step. Writes without
+a lease, and deletions, are one transaction each.
+
+Under a `Lease` (the run config's `LEASE_KEY`) the lease row is checked inside the
+transaction first: the row is in the same
+file, and SQLite's single writer lock keeps a takeover out until the commit. A lost lease
+raises `LeaseLostError` and writes nothing. Without lease rows in this database
+(``memory://``) the lease is verified through the gateway storage right before the
+transaction, under the saver's lock.
+
+The sync methods of `SqliteSaver` are not for use on this saver (the event loop owns the
+connection): the gateway only calls the async ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from foldwise._crash import crash_point
+from foldwise.gateway._errors import LeaseLostError
+from foldwise.gateway._leases import Lease, lease_of
+from foldwise.gateway.storage._sqlite_conn import LoopConnection
+
+__all__ = ["FencedSqliteSaver", "flush_writes"]
+
+logger = logging.getLogger(__name__)
+
+_PUT_SQL = (
+    "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+    "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_WRITES_SQL = (
+    "INSERT OR {verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
+    "task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+_Held = tuple[Lease, str, list[tuple[Any, ...]]]
+"""Task writes waiting for their step's checkpoint: the lease, the statement, its rows."""
+
+
+class FencedSqliteSaver(SqliteSaver):
+    """LangGraph's `SqliteSaver` on a `LoopConnection`; writes under a `Lease` are fenced.
+
+    Args:
+        conn: The checkpointer's connection (open).
+        serde: The serializer.
+        lease_sql: The storage's lease check (`SqlGatewayStorage.lease_check_sql`) when the
+            lease rows are in this database; `None` to check through the gateway storage.
+    """
+
+    def __init__(
+        self, conn: LoopConnection, *, serde: JsonPlusSerializer, lease_sql: str | None
+    ) -> None:
+        super().__init__(conn.conn, serde=serde)
+        self.loop_conn = conn
+        self.alock = asyncio.Lock()
+        """Held around every use of the connection from the event loop."""
+        self._lease_sql = lease_sql
+        self._held: dict[str, list[_Held]] = {}
+
+    async def asetup(self) -> None:
+        """Create LangGraph's tables (in the worker thread: it may wait for the file)."""
+        async with self.alock:
+            await self.loop_conn.run(self.setup)
+
+    # reads: inline ---------------------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """A checkpoint tuple (the newest of the thread without a `checkpoint_id`)."""
+        await self.settle(str(config["configurable"]["thread_id"]))
+        async with self.alock:
+            return self.get_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Checkpoint tuples, newest first (read at once, then yielded)."""
+        thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
+        for held in [str(thread_id)] if thread_id is not None else list(self._held):
+            await self.settle(held)
+        async with self.alock:
+            found = list(self.list(config, filter=filter, before=before, limit=limit))
+        for item in found:
+            yield item
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """LangGraph's delta-channel history read (beta `DeltaChannel` support)."""
+        await self.settle(str(config["configurable"]["thread_id"]))
+        async with self.alock:
+            return self.get_delta_channel_history(config=config, channels=channels)
+
+    # writes: one transaction each ------------------------------------------------------------
+
+    @asynccontextmanager
+    async def transaction(self, lease: Lease | None) -> AsyncIterator[LoopConnection]:
+        """One ``BEGIN IMMEDIATE`` transaction, checked against `lease` first when given.
+
+        Raises:
+            LeaseLostError: The lease is no longer this holder's (nothing is written).
+        """
+        async with self.alock:
+            conn = self.loop_conn
+            if lease is not None and self._lease_sql is None:
+                await lease.verify()
+            try:
+                await conn.begin_immediate()
+                if lease is not None and self._lease_sql is not None:
+                    params = (lease.thread_id, lease.holder, lease.token)
+                    if conn.fetchone(self._lease_sql, params) is None:
+                        raise lease.refuse()
+                yield conn
+                await conn.commit()
+            except BaseException:
+                await conn.rollback()
+                raise
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save a checkpoint; under a lost lease raise `LeaseLostError` and save nothing."""
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        checkpoint_ns = configurable["checkpoint_ns"]
+        type_, blob = self.serde.dumps_typed(checkpoint)
+        meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
+        row = (
+            thread_id,
+            checkpoint_ns,
+            checkpoint["id"],
+            configurable.get("checkpoint_id"),
+            type_,
+            blob,
+            meta.encode("utf-8", "ignore"),
+        )
+        lease = lease_of(config)
+        held = await self._take(thread_id, lease)
+        if lease is not None:
+            crash_point("checkpoint.before")  # tests only
+        async with self.transaction(lease) as conn:
+            for _, sql, rows in held:  # the step's task writes: same transaction
+                conn.executemany(sql, rows)
+            conn.execute(_PUT_SQL, row)
+        if lease is not None:
+            crash_point("checkpoint.after")  # tests only
+        return {
+            "configurable": {
+                "thread_id": configurable["thread_id"],
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Save pending writes; under a lost lease raise `LeaseLostError` and save nothing."""
+        configurable = config["configurable"]
+        verb = "REPLACE" if all(w[0] in WRITES_IDX_MAP for w in writes) else "IGNORE"
+        rows = [
+            (
+                str(configurable["thread_id"]),
+                str(configurable["checkpoint_ns"]),
+                str(configurable["checkpoint_id"]),
+                task_id,
+                task_path,
+                WRITES_IDX_MAP.get(channel, idx),
+                channel,
+                *self.serde.dumps_typed(value),
+            )
+            for idx, (channel, value) in enumerate(writes)
+        ]
+        lease = lease_of(config)
+        sql = _WRITES_SQL.format(verb=verb)
+        if lease is None:
+            async with self.transaction(None) as conn:
+                conn.executemany(sql, rows)
+            return
+        # A run's step: committed with the step's checkpoint (or by `aflush`).
+        self._held.setdefault(str(configurable["thread_id"]), []).append((lease, sql, rows))
+
+    async def _take(self, thread_id: str, lease: Lease | None) -> list[_Held]:
+        """The held writes of `thread_id` that commit with a checkpoint under `lease`.
+
+        Writes held under another lease (or a checkpoint written without one) are committed
+        first, on their own, under their own lease (`settle`).
+        """
+        held = self._held.get(thread_id, [])
+        if any(h[0] != lease for h in held):
+            await self.settle(thread_id)
+        return self._held.pop(thread_id, [])
+
+    async def aflush(self, thread_id: str) -> None:
+        """Commit the thread's held task writes now, one transaction per lease.
+
+        Raises:
+            LeaseLostError: The writes' lease was lost (they are dropped, never written).
+        """
+        held = self._held.pop(thread_id, [])
+        while held:
+            lease = held[0][0]
+            batch = [h for h in held if h[0] == lease]
+            held = [h for h in held if h[0] != lease]
+            crash_point("writes.before")  # tests only
+            async with self.transaction(lease) as conn:
+                for _, sql, rows in batch:
+                    conn.executemany(sql, rows)
+            crash_point("writes.after")  # tests only
+
+    async def settle(self, thread_id: str) -> None:
+        """Before a read: commit the thread's held writes (a lost lease drops them, logged)."""
+        if thread_id in self._held:
+            try:
+                await self.aflush(thread_id)
+            except LeaseLostError:
+                logger.warning("thread %s: held task writes dropped, lease lost", thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints and writes (held ones too)."""
+        self._held.pop(str(thread_id), None)
+        async with self.transaction(None) as conn:
+            conn.execute("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),))
+            conn.execute("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),))
+
+
+async def flush_writes(checkpointer: Any, thread_id: str) -> None:
+    """Commit what `checkpointer` holds of the thread's task writes (a no-op for others).
+
+    Raises:
+        LeaseLostError: The writes' lease was lost (they are dropped, never written).
+    """
+    if isinstance(checkpointer, FencedSqliteSaver):
+        await checkpointer.aflush(thread_id)

@@ -1,0 +1,128 @@
+"""`LoopConnection`: a sqlite3 connection used from the event loop, its waits in one thread.
+
+aiosqlite runs every call (execute, fetchone, closing a cursor) in its worker thread: one
+round trip between threads per call, about a hundred per `runs/wait` (issue 16 measured them
+as the largest share of the gateway's CPU per request). Most statements take microseconds;
+what can take long is waiting: for SQLite's writer lock (``BEGIN IMMEDIATE`` under another
+connection's write, up to the busy timeout) and for the disk (``COMMIT`` syncs the WAL with
+``synchronous=FULL``). So here statements run inline on the event loop and only those two
+waits go to the connection's one worker thread: a write transaction costs two round trips,
+a read none.
+
+The connection is opened with ``check_same_thread=False``; it is never used by two threads
+at once because its owner (`SqliteDialect`) holds an `asyncio.Lock` around each use, and a
+call handed to the worker is always waited for, even when the waiting task is cancelled
+(`run`), before anything else touches the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+__all__ = ["LoopConnection"]
+
+T = TypeVar("T")
+
+
+async def _settled(future: asyncio.Future[Any]) -> None:
+    """Wait until `future` is done, whatever cancellations arrive meanwhile."""
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait([future])
+
+
+class LoopConnection:
+    """A sqlite3 connection (autocommit mode) with a single worker thread for its waits.
+
+    Args:
+        path: The database file, or ``":memory:"``.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="foldwise-sqlite")
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The open sqlite3 connection."""
+        if self._conn is None:
+            raise sqlite3.ProgrammingError("the connection is closed")
+        return self._conn
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call `fn(*args)` in the worker thread; a cancelled caller still waits for it."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._executor, fn, *args)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # The worker still runs `fn` on the connection: nobody may use it before it ends.
+            await _settled(future)
+            raise
+
+    async def open(self) -> None:
+        """Connect (in the worker thread: opening may wait on the file)."""
+        self._conn = await self.run(
+            lambda: sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        )
+
+    async def close(self) -> None:
+        """Close the connection and stop the worker thread."""
+        conn, self._conn = self._conn, None
+        try:
+            if conn is not None:
+                await self.run(conn.close)
+        finally:
+            self._executor.shutdown(wait=False)
+
+    # inline statements ----------------------------------------------------------------------
+
+    def fetchone(self, query: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """Run `query`; its first row."""
+        cursor = self.conn.execute(query, params)
+        try:
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        return None if row is None else tuple(row)
+
+    def fetchall(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run `query`; all its rows."""
+        cursor = self.conn.execute(query, params)
+        try:
+            return [tuple(row) for row in cursor.fetchall()]
+        finally:
+            cursor.close()
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> int:
+        """Run `query`; the number of rows it changed."""
+        cursor = self.conn.execute(query, params)
+        try:
+            return int(cursor.rowcount)
+        finally:
+            cursor.close()
+
+    def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run `query` once per row."""
+        self.conn.executemany(query, rows).close()
+
+    # waits, in the worker thread ------------------------------------------------------------
+
+    async def begin_immediate(self) -> None:
+        """``BEGIN IMMEDIATE``: wait (up to the busy timeout) for the database's writer lock."""
+        await self.run(self.execute, "BEGIN IMMEDIATE")
+
+    async def commit(self) -> None:
+        """``COMMIT`` (syncs the WAL with ``synchronous=FULL``)."""
+        await self.run(self.execute, "COMMIT")
+
+    async def rollback(self) -> None:
+        """``ROLLBACK`` whatever transaction is open (none: nothing happens)."""
+        if self.conn.in_transaction:
+            await self.run(self.execute, "ROLLBACK")
