@@ -149,7 +149,7 @@ async def cancel_run(
     `interrupt` ends it `interrupted` with its completed steps kept; `rollback` puts the thread
     back where the run started and deletes the run. A queued run is cancelled before it
     starts (`rollback`: deleted). A finished run is answered as is. A run executing in another
-    worker gets 409.
+    worker is stopped by that worker (its dispatcher reads the request from the database).
     """
     await require_thread(gateway, thread_id, identity)
     record = await thread_run(gateway, thread_id, run_id)
@@ -159,9 +159,14 @@ async def cancel_run(
     active = gateway.runs.active.get(run_id)
     if active is None:
         record = await thread_run(gateway, thread_id, run_id)
-        if record.status in ("pending", "running"):
-            raise BusyError(thread_id, "a run in another gateway worker", 1)
-        return JSONResponse(run_json(record))
+        if record.status == "pending":  # claimed by another worker, not started yet
+            raise BusyError(thread_id, "a run starting in another gateway worker", 1)
+        if record.status != "running" or not await gateway.storage.request_cancel(run_id, action):
+            return JSONResponse(run_json(await thread_run(gateway, thread_id, run_id)))
+        # Executing in another worker: its dispatcher stops it within a poll interval.
+        if not wait:
+            return JSONResponse(run_json(record), status_code=202)
+        return _cancelled(await finished_run(gateway, record), rollback, wait)
     active.cancel(rollback=rollback)
     if not wait:
         return JSONResponse(run_json(record), status_code=202)

@@ -55,6 +55,9 @@ DEFAULT_QUEUE_POLL = 1.0
 _RECOVER_PAGE = 1000
 _DISPATCH_PAGE = 100
 _STOP_SECONDS = 5.0
+_STOP_ELSEWHERE_SECONDS = 20.0
+"""How long `interrupt` / `rollback` waits for another worker to stop the thread's run."""
+_STOP_ELSEWHERE_POLL = 0.05
 
 Strategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 """LangGraph's `multitask_strategy`: what a run does when its thread is busy."""
@@ -205,11 +208,30 @@ class RunQueue:
         """
         lock = await self.storage.get_thread_lock(thread_id)
         if lock is not None and lock.holder not in self.manager.active:
-            what = "a run in another gateway worker" if lock.kind == "run" else f"a {lock.kind}"
-            raise BusyError(thread_id, what, 1)
+            if lock.kind != "run":
+                raise BusyError(thread_id, f"a {lock.kind}", 1)
+            await self._stop_elsewhere(thread_id, lock.holder, action)
         for record in await self.storage.thread_pending_runs(thread_id):
             await self.cancel_pending(record, action)
         await self.manager.interrupt_thread(thread_id, rollback=action == "rollback")
+
+    async def _stop_elsewhere(self, thread_id: str, run_id: str, action: CancelAction) -> None:
+        """Ask the worker executing `run_id` to stop it; wait until it let the thread go.
+
+        Raises:
+            BusyError: The run is not `running` (claimed but not started yet), or its worker
+                did not let the thread go within `_STOP_ELSEWHERE_SECONDS` (409).
+        """
+        what = "a run in another gateway worker"
+        if not await self.storage.request_cancel(run_id, action):
+            raise BusyError(thread_id, what, 1)
+        deadline = asyncio.get_running_loop().time() + _STOP_ELSEWHERE_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            lock = await self.storage.get_thread_lock(thread_id)
+            if lock is None or lock.holder != run_id:
+                return
+            await asyncio.sleep(_STOP_ELSEWHERE_POLL)
+        raise BusyError(thread_id, what, 1)
 
     async def cancel_pending(self, record: RunRecord, action: CancelAction) -> bool:
         """Cancel a run that has not started: `interrupted`, or deleted for a rollback.
@@ -270,6 +292,7 @@ class RunQueue:
             self._wake.clear()
             try:
                 await self.dispatch()
+                await self.stop_requested()
             except Exception:  # the dispatcher must outlive any one failure
                 logger.exception("the run queue could not be dispatched; retrying")
             await _wait(self._wake, self.poll_seconds)
@@ -288,6 +311,24 @@ class RunQueue:
             if await self._claim(record):
                 started += 1
         return started
+
+    async def stop_requested(self) -> int:
+        """Cancel the runs here that another worker was asked to cancel; return how many.
+
+        The cancel route of the worker a client reached leaves a request in the database
+        (`request_cancel`) when the run executes elsewhere; the dispatcher looks every
+        `poll_seconds` while runs execute here.
+        """
+        active = self.manager.active
+        if not active:
+            return 0
+        requests = await self.storage.take_cancel_requests(list(active))
+        for run_id, action in requests.items():
+            run = active.get(run_id)
+            if run is not None:
+                logger.info("run %s: cancelled (%s) from another worker", run_id, action)
+                run.cancel(rollback=action == "rollback")
+        return len(requests)
 
     async def _claim(self, record: RunRecord) -> bool:
         request = await self.storage.queued_request(record.run_id)

@@ -159,7 +159,8 @@ async def wait_run(
         if record.status == "interrupted" and record.error:
             raise RunInterruptedError(record.run_id)
         thread = await require_thread(gateway, thread_id, identity)
-        return JSONResponse(await thread_values(gateway, thread, record), headers=location(run))
+        values = await thread_values(gateway, thread, record, of_run=record.status == "success")
+        return JSONResponse(values, headers=location(run))
     await run.wait()
     error = run.outcome_error()
     if error is not None:
@@ -190,12 +191,27 @@ async def finished_run(gateway: Gateway, record: RunRecord) -> RunRecord:
         record = await gateway.queue.settle(fresh)
 
 
-async def thread_values(gateway: Gateway, thread: ThreadRecord, record: RunRecord) -> Any:
-    """The thread's current values, with `__interrupt__` when it waits at an interrupt."""
+async def thread_values(
+    gateway: Gateway, thread: ThreadRecord, record: RunRecord, *, of_run: bool = False
+) -> Any:
+    """The thread's current values, with `__interrupt__` when it waits at an interrupt.
+
+    With `of_run`, the values of the last checkpoint `record`'s run wrote (its checkpoints
+    carry its run id in their metadata), so a waiter in another worker than the one that ran
+    it gets this run's answer even when runs queued after it have run since; the thread's
+    current values when the run wrote none.
+    """
     assistant_id = record.assistant_id
     known = assistant_id if assistant_id in gateway.agents.assistant_ids else None
     graph = gateway.agent_for(thread, assistant_id=known).graph
-    snapshot = await graph.aget_state({"configurable": {"thread_id": thread.thread_id}})
+    config: Any = {"configurable": {"thread_id": thread.thread_id}}
+    snapshot = None
+    if of_run:
+        history = graph.aget_state_history(config, filter={"run_id": record.run_id}, limit=1)
+        async with contextlib.aclosing(history) as newest_first:
+            snapshot = await anext(newest_first, None)
+    if snapshot is None:
+        snapshot = await graph.aget_state(config)
     values: dict[str, Any] = dict(snapshot.values or {})
     interrupts = list(getattr(snapshot, "interrupts", ()) or ())
     if interrupts:
