@@ -35,6 +35,7 @@ __all__ = [
     "ReliabilityReport",
     "area_command",
     "run_reliability",
+    "write_between_marks",
     "write_report",
 ]
 
@@ -268,11 +269,19 @@ def write_report(path: Path, report: ReliabilityReport) -> None:
     A file without the markers gets them appended, so the hand-written text around the table
     (the invariants, how to read a row) is kept.
     """
+    write_between_marks(path, BEGIN_MARK, END_MARK, report.to_markdown())
+
+
+def write_between_marks(path: Path, begin: str, end: str, markdown: str) -> None:
+    """Replace what lies between the `begin` and `end` lines of `path` with `markdown`.
+
+    A file without the markers gets them appended with `markdown` between them.
+    """
     text = path.read_text("utf-8") if path.exists() else ""
-    block = f"{BEGIN_MARK}\n{report.to_markdown()}{END_MARK}"
-    start, end = text.find(BEGIN_MARK), text.find(END_MARK)
-    if start >= 0 and end > start:
-        text = text[:start] + block + text[end + len(END_MARK) :]
+    block = f"{begin}\n{markdown}{end}"
+    start, stop = text.find(begin), text.find(end)
+    if start >= 0 and stop > start:
+        text = text[:start] + block + text[stop + len(end) :]
     else:
         text = f"{text.rstrip()}\n\n{block}\n" if text else f"{block}\n"
     path.write_text(text, "utf-8")
