@@ -131,6 +131,8 @@ def _run_workers(
     import uvicorn
 
     _check_shared_storage(config, workers)
+    from foldwise.gateway._app import HOST_ENV_VAR
+
     with fail_on_errors():
         try:
             asyncio.run(_preflight(config))
@@ -141,6 +143,8 @@ def _run_workers(
     if config_path is not None:
         # Each worker process loads the configuration itself, from the same file.
         os.environ[CONFIG_ENV_VAR] = str(config_path.resolve())
+    # ... and the bound host (`--host`), one of the Host names it accepts by default.
+    os.environ[HOST_ENV_VAR] = config.gateway.host
     uvicorn.run("foldwise.gateway:app_from_env", factory=True, workers=workers, **options)
 
 
