@@ -5,7 +5,8 @@ starts at once in the accepting worker (`RunManager.start`). Otherwise, with
 `multitask_strategy: enqueue`, it is stored `pending` with its request (`run_queue` table) and
 its input is appended to the transcript right away, so the transcript holds every accepted
 input whatever happens next. `reject` gets 409; `interrupt` and `rollback` first cancel the
-thread's pending runs and its running run (in this worker), then start the new one.
+thread's pending runs and its running run (in this worker, or by a request to the worker
+executing it), then start the new one.
 
 Every worker runs a dispatcher task. It wakes at once when a run is queued or ends here, and
 every `poll_seconds` otherwise (for rows other workers queued, or left behind when they died).
@@ -200,11 +201,13 @@ class RunQueue:
         return record
 
     async def cancel_thread(self, thread_id: str, action: CancelAction) -> None:
-        """Cancel the thread's pending runs and its running run in this worker (and wait).
+        """Cancel the thread's pending runs and its running run, here or elsewhere (and wait).
+
+        A run executing in another worker is asked to stop (`request_cancel`) and waited for.
 
         Raises:
-            BusyError: What holds the thread cannot be cancelled from here (a run in another
-                worker, a compaction): 409, and nothing was cancelled.
+            BusyError: What holds the thread cannot be cancelled (a compaction, a run another
+                worker is starting, or one that did not stop in time): 409.
         """
         lock = await self.storage.get_thread_lock(thread_id)
         if lock is not None and lock.holder not in self.manager.active:
