@@ -143,14 +143,21 @@ class RunQueue:
         self._subscribers: dict[str, list[tuple[EventBuffer, frozenset[str] | None]]] = {}
         self._chores: set[asyncio.Future[bool]] = set()
         self._accepting: dict[str, tuple[asyncio.Lock, int]] = {}
+        self.worker_id = uuid.uuid4().hex
+        """This worker's id in the requests it queues (`accepted_by`)."""
+        self._deferred: dict[str, float] = {}
+        self._claiming: set[str] = set()
         manager.on_idle = self.wake
 
     # -- acceptance ------------------------------------------------------------------------------
 
     async def submit(
-        self, spec: RunSpec, *, strategy: Strategy | None, stream: bool
+        self, spec: RunSpec, *, strategy: Strategy | None, stream: bool, waiter: bool = True
     ) -> ActiveRun | RunRecord:
         """Start the run now, or queue it (`enqueue` on a busy thread).
+
+        `waiter`: the caller waits for the run here (`runs/wait`, `runs/stream`), so a queued
+        run is left to this worker to start for a while (`claim_grace`).
 
         Returns:
             The started run, or the `pending` row of a queued one.
@@ -166,7 +173,7 @@ class RunQueue:
             except ThreadBusyError:
                 if strategy != "enqueue":
                     raise
-            return await self.enqueue(spec)
+            return await self.enqueue(spec, waiter=waiter)
 
     @contextlib.asynccontextmanager
     async def _accept_turn(self, thread_id: str) -> AsyncIterator[None]:
@@ -180,19 +187,28 @@ class RunQueue:
             lock, users = self._accepting[thread_id]
             if users == 1:
                 del self._accepting[thread_id]
+                self.wake()  # the dispatcher skipped this thread meanwhile
             else:
                 self._accepting[thread_id] = (lock, users - 1)
 
-    async def enqueue(self, spec: RunSpec) -> RunRecord:
-        """Store the run `pending` and its input in the transcript; wake the dispatcher."""
+    async def enqueue(self, spec: RunSpec, *, waiter: bool = False) -> RunRecord:
+        """Store the run `pending` and its input in the transcript; wake the dispatcher.
+
+        With `waiter`, the request names this worker (`accepted_by`): another worker leaves the
+        run to this one for `claim_grace` seconds, since the client waiting for it (its
+        stream) is here.
+        """
         if self.manager.closing:
             raise GatewayClosingError()
         run_id = str(uuid.uuid4())
+        request = run_request(spec)
+        if waiter:
+            request["accepted_by"] = self.worker_id
         record = await self.storage.enqueue_run(
             spec.thread_id,
             run_id,
             spec.assistant_id,
-            run_request(spec),
+            request,
             metadata=dict(spec.metadata or {}),
         )
         # Accepted means recorded: the input is in the transcript even if the run never runs.
@@ -300,15 +316,43 @@ class RunQueue:
                 logger.exception("the run queue could not be dispatched; retrying")
             await _wait(self._wake, self.poll_seconds)
 
+    @property
+    def claim_grace(self) -> float:
+        """Seconds another worker leaves a queued run to the worker where its client waits.
+
+        Three polls, and at least a second: that worker's dispatcher looks at least once
+        meanwhile, even on a busy machine; if it died, the run still starts, this much later.
+        """
+        return max(3 * self.poll_seconds, 1.0)
+
+    def _leave_to_acceptor(self, run_id: str, request: dict[str, Any]) -> bool:
+        """Whether to leave this queued run to the worker its waiting client is on, for now."""
+        acceptor = request.get("accepted_by")
+        if acceptor in (None, self.worker_id):
+            return False
+        now = asyncio.get_running_loop().time()
+        first_seen = self._deferred.setdefault(run_id, now)
+        if now - first_seen < self.claim_grace:
+            return True
+        del self._deferred[run_id]
+        return False
+
     async def dispatch(self) -> int:
         """One look at the queue: start the next run of every free thread; return how many."""
         started = 0
         seen: set[str] = set()
         busy_here = {run.thread_id for run in self.manager.active.values()}
-        for record in await self.storage.pending_runs(limit=_DISPATCH_PAGE):
+        pending = await self.storage.pending_runs(limit=_DISPATCH_PAGE)
+        claimable = {record.run_id for record in pending}
+        for run_id in [r for r in self._deferred if r not in claimable]:
+            del self._deferred[run_id]  # started elsewhere, or its thread is busy again
+        for record in pending:
             if self._stopping:
                 break
             if record.thread_id in seen or record.thread_id in busy_here:
+                continue
+            if record.thread_id in self._accepting:
+                # A run is being accepted here: its stream subscribes once it is accepted.
                 continue
             seen.add(record.thread_id)
             if await self._claim(record):
@@ -337,16 +381,21 @@ class RunQueue:
         request = await self.storage.queued_request(record.run_id)
         if request is None:
             return False  # started or cancelled meanwhile
+        if self._leave_to_acceptor(record.run_id, request):
+            return False
         try:
             spec = spec_from_request(record, request, self.hosted)
         except Exception as error:
             logger.exception("queued run %s cannot be rebuilt", record.run_id)
             await self.storage.finish_run(record.run_id, "error", f"could not start: {error}")
             return False
+        self._claiming.add(record.run_id)
         try:
             run = await self.manager.claim(spec, record.run_id)
         except ThreadNotFoundError:
             return False  # deleted with its thread
+        finally:
+            self._claiming.discard(record.run_id)
         if run is None:
             return False
         for buffer, events in self._subscribers.pop(record.run_id, []):
@@ -379,7 +428,8 @@ class RunQueue:
                 if active is not None:
                     return active
                 record = await self.storage.get_run(run_id)
-                if record is None or record.status != "pending":
+                starting_here = run_id in self._claiming  # `running` before it is `active`
+                if not starting_here and (record is None or record.status != "pending"):
                     return self.manager.active.get(run_id)
                 await _wait(event, self.poll_seconds)
         finally:

@@ -123,7 +123,9 @@ async def accept_run(
         metadata=body.metadata,
         user_id=memory_user_id(identity),
     )
-    return await gateway.queue.submit(spec, strategy=body.multitask_strategy, stream=stream)
+    return await gateway.queue.submit(
+        spec, strategy=body.multitask_strategy, stream=stream, waiter=not background
+    )
 
 
 def started(run: ActiveRun | RunRecord) -> ActiveRun:
@@ -252,7 +254,7 @@ async def sse_events(
                 run.cancel()
 
 
-async def queued_events(
+def queued_events(
     gateway: Gateway,
     record: RunRecord,
     events: frozenset[str] | None,
@@ -263,10 +265,23 @@ async def queued_events(
     """A queued run's SSE frames: heartbeats while it waits, then its events as it runs here.
 
     If it runs in another worker, or is cancelled before it starts, the stream is its `end`.
-    A client that goes away while it waits cancels it with `on_disconnect="cancel"`.
+    A client that goes away while it waits cancels it with `on_disconnect="cancel"`. The
+    subscription is made now, not when the response starts: a run that starts and ends in
+    between would otherwise stream only its `end`.
     """
     buffer = gateway.runs.new_buffer(record.run_id, record.thread_id)
     gateway.queue.subscribe(record.run_id, buffer, events)
+    return _queued_frames(gateway, record, buffer, events, on_disconnect, metadata)
+
+
+async def _queued_frames(
+    gateway: Gateway,
+    record: RunRecord,
+    buffer: EventBuffer,
+    events: frozenset[str] | None,
+    on_disconnect: str,
+    metadata: bool,
+) -> AsyncIterator[bytes]:
     waiting = asyncio.ensure_future(gateway.queue.wait_started(record.run_id))
     try:
         if metadata:
@@ -282,6 +297,9 @@ async def queued_events(
             if on_disconnect == "cancel":
                 gateway.queue.drop_pending(record)
     active = waiting.result()
+    ran_here = gateway.runs.recent.get(record.run_id)
+    if active is None and ran_here is not None and any(b is buffer for b, _ in ran_here.listeners):
+        active = ran_here  # it started and ended here before this waiter looked: in `buffer`
     if active is None:
         record = await finished_run(gateway, record)
         yield sse_frame("end", {"run_id": record.run_id, "status": record.status})

@@ -1,9 +1,11 @@
-"""Cancelling a run that executes in another worker: a request in the database, read there.
+"""Two workers on one database: cancels across workers, and who starts a queued run.
 
 Two in-process gateways on one database stand for two workers (`tests/test_multiworker_pg.py`
 does the same with `foldwise serve --workers 2`). The run executes in worker A; the cancel, or a
 run with `multitask_strategy: interrupt`, reaches worker B, which leaves a request in
-`run_cancels`; A's dispatcher reads it and stops the run as if it had been asked directly.
+`run_cancels`; A's dispatcher reads it and stops the run as if it had been asked directly. A
+run queued through B by a client that streams it is started by B, where the stream is, even
+though A (whose run just ended) looks at the queue first.
 """
 
 from __future__ import annotations
@@ -99,3 +101,38 @@ async def _final(client: Any, thread: str, run_id: str) -> str:
             return status
         await asyncio.sleep(0.05)
     raise AssertionError(f"run {run_id} never finished")
+
+
+async def test_a_queued_streamed_run_starts_where_its_client_waits(
+    tmp_path: Path, storage_url: str
+) -> None:
+    gate = Gate()
+    model = gated(gate)
+    async with (
+        sdk_gateway(tmp_path, model, storage_url, **_FAST) as (a, app_a),
+        sdk_gateway(tmp_path, model, storage_url, **_FAST) as (b, app_b),
+    ):
+        thread = (await a.threads.create())["thread_id"]
+        await a.runs.create(thread, "agent", input=user("first"))
+        await gate.wait_entered()
+
+        async def stream() -> list[tuple[str, Any]]:
+            parts = b.runs.stream(
+                thread, "agent", input=user("streamed"), multitask_strategy="enqueue"
+            )
+            return [(p.event, p.data) async for p in parts]
+
+        streamed = asyncio.create_task(stream())
+        for _ in range(400):
+            if len(await a.runs.list(thread)) == 2:
+                break
+            await asyncio.sleep(0.05)
+        gate.release()  # A's run ends: A's dispatcher looks first, and leaves the run to B
+        events = await asyncio.wait_for(streamed, 30)
+        names = [name for name, _ in events]
+        assert names[0] == "metadata" and names[-1] == "end", names
+        answers = [data for name, data in events if name == "values"]
+        assert answers and contents(answers[-1])[-1] == "answer 2 to streamed", events
+        run_id = events[0][1]["run_id"]
+        assert run_id in app_b.state.gateway.runs.recent  # it ran in B
+        assert run_id not in app_a.state.gateway.runs.recent
