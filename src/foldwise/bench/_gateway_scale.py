@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 # The serve / stub / schema helpers, in one place (bench helpers may move to one module).
 from foldwise.bench._gateway_scale_load import LoadResult, Workload, run_load
-from foldwise.bench._rel_crash_server import ServeLauncher
+from foldwise.bench._rel_crash_server import ServeLauncher, ServerStartError
 from foldwise.bench._rel_load_serve import fresh_postgres, percentile, stub_process, write_config
 from foldwise.bench._reliability import write_between_marks
 
@@ -170,7 +170,10 @@ def _measure(
         with _database(backend, postgres_url, workdir) as storage_url:
             config = write_config(workdir, stub_url, storage_url)
             launcher = ServeLauncher(workers=processes)
-            server = launcher.start(config, workdir, _CHILD_ENV, workdir / "server.log")
+            try:
+                server = launcher.start(config, workdir, _CHILD_ENV, workdir / "server.log")
+            except ServerStartError:  # a busy machine: N cold interpreters take a while
+                server = launcher.start(config, workdir, _CHILD_ENV, workdir / "server.log")
             try:
                 for workload in WORKLOADS:
                     before = os.getloadavg()[0]
