@@ -12,16 +12,47 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
+from langgraph_sdk.client import LangGraphClient
 
 from foldwise.gateway.storage import open_storage
 from tests.support.gateway import Gate, user
 from tests.test_gateway_background_runs import contents, gated, sdk_gateway, until
 
 _FAST = {"queue_poll_seconds": 0.05}
+
+
+@dataclass
+class _Pair:
+    """Two gateways (workers A and B) on one database, their SDK clients and the model's gate."""
+
+    gate: Gate
+    a: LangGraphClient
+    b: LangGraphClient
+    app_a: FastAPI
+    app_b: FastAPI
+
+
+@asynccontextmanager
+async def _two_workers(tmp_path: Path, storage_url: str) -> AsyncIterator[_Pair]:
+    """Two gateways on `storage_url`; the model's first call waits for the gate."""
+    gate = Gate()
+    model = gated(gate)
+    async with (
+        sdk_gateway(tmp_path, model, storage_url, **_FAST) as (a, app_a),
+        sdk_gateway(tmp_path, model, storage_url, **_FAST) as (b, app_b),
+    ):
+        try:
+            yield _Pair(gate, a, b, app_a, app_b)
+        finally:
+            gate.release()  # a failing test must not leave the model blocked
 
 
 async def test_cancel_requests_on_both_databases(storage_url: str) -> None:
@@ -46,17 +77,13 @@ async def test_cancel_requests_on_both_databases(storage_url: str) -> None:
 
 
 async def test_a_run_in_another_worker_is_cancelled(tmp_path: Path, storage_url: str) -> None:
-    gate = Gate()
-    model = gated(gate)
-    async with (
-        sdk_gateway(tmp_path, model, storage_url, **_FAST) as (a, app_a),
-        sdk_gateway(tmp_path, model, storage_url, **_FAST) as (b, app_b),
-    ):
+    async with _two_workers(tmp_path, storage_url) as pair:
+        gate, a, b = pair.gate, pair.a, pair.b
         thread = (await a.threads.create())["thread_id"]
         run = await a.runs.create(thread, "agent", input=user("hold"))
         await gate.wait_entered()
-        assert run["run_id"] in app_a.state.gateway.runs.active
-        assert run["run_id"] not in app_b.state.gateway.runs.active
+        assert run["run_id"] in pair.app_a.state.gateway.runs.active
+        assert run["run_id"] not in pair.app_b.state.gateway.runs.active
         accepted = await b.runs.cancel(thread, run["run_id"])
         assert accepted["status"] == "running"  # 202: worker A stops it
         try:
@@ -65,7 +92,7 @@ async def test_a_run_in_another_worker_is_cancelled(tmp_path: Path, storage_url:
             gate.release()
         finished = await b.runs.join(thread, run["run_id"])
         assert contents(finished) == ["hold"]  # stopped in the model call: no answer kept
-        await until(lambda: not app_a.state.gateway.runs.active)
+        await until(lambda: not pair.app_a.state.gateway.runs.active)
         values = await b.runs.wait(thread, "agent", input=user("next"))
         assert contents(values)[-1] == "answer 2 to next"
 
@@ -73,12 +100,8 @@ async def test_a_run_in_another_worker_is_cancelled(tmp_path: Path, storage_url:
 async def test_interrupt_strategy_stops_a_run_in_another_worker(
     tmp_path: Path, storage_url: str
 ) -> None:
-    gate = Gate()
-    model = gated(gate)
-    async with (
-        sdk_gateway(tmp_path, model, storage_url, **_FAST) as (a, _),
-        sdk_gateway(tmp_path, model, storage_url, **_FAST) as (b, _),
-    ):
+    async with _two_workers(tmp_path, storage_url) as pair:
+        gate, a, b = pair.gate, pair.a, pair.b
         thread = (await a.threads.create())["thread_id"]
         first = await a.runs.create(thread, "agent", input=user("hold"))
         await gate.wait_entered()
@@ -106,12 +129,8 @@ async def _final(client: Any, thread: str, run_id: str) -> str:
 async def test_a_queued_streamed_run_starts_where_its_client_waits(
     tmp_path: Path, storage_url: str
 ) -> None:
-    gate = Gate()
-    model = gated(gate)
-    async with (
-        sdk_gateway(tmp_path, model, storage_url, **_FAST) as (a, app_a),
-        sdk_gateway(tmp_path, model, storage_url, **_FAST) as (b, app_b),
-    ):
+    async with _two_workers(tmp_path, storage_url) as pair:
+        gate, a, b = pair.gate, pair.a, pair.b
         thread = (await a.threads.create())["thread_id"]
         await a.runs.create(thread, "agent", input=user("first"))
         await gate.wait_entered()
@@ -134,5 +153,5 @@ async def test_a_queued_streamed_run_starts_where_its_client_waits(
         answers = [data for name, data in events if name == "values"]
         assert answers and contents(answers[-1])[-1] == "answer 2 to streamed", events
         run_id = events[0][1]["run_id"]
-        assert run_id in app_b.state.gateway.runs.recent  # it ran in B
-        assert run_id not in app_a.state.gateway.runs.recent
+        assert run_id in pair.app_b.state.gateway.runs.recent  # it ran in B
+        assert run_id not in pair.app_a.state.gateway.runs.recent

@@ -90,7 +90,11 @@ def _free_port() -> int:
 
 
 def launch(
-    config_path: Path, cwd: Path, *options: str, env: dict[str, str] | None = None
+    config_path: Path,
+    cwd: Path,
+    *options: str,
+    env: dict[str, str] | None = None,
+    start_seconds: float = 60,
 ) -> tuple[subprocess.Popen[bytes], str, Path]:
     """Start `foldwise serve` on a free loopback port and wait until `/health` answers.
 
@@ -105,7 +109,7 @@ def launch(
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + start_seconds
     while True:
         if process.poll() is not None:
             pytest.fail(f"foldwise serve exited early:\n{log_path.read_text()}")
