@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 # The serve / stub / schema helpers, in one place (bench helpers may move to one module).
 from foldwise.bench._gateway_scale_load import LoadResult, Workload, run_load
-from foldwise.bench._rel_crash_server import ServeLauncher, ServerStartError
+from foldwise.bench._rel_crash_server import ServeLauncher
 from foldwise.bench._rel_load_serve import fresh_postgres, percentile, stub_process, write_config
 from foldwise.bench._reliability import write_between_marks
 
@@ -45,6 +45,7 @@ BEGIN_MARK = "<!-- bench-scale:start -->"
 END_MARK = "<!-- bench-scale:end -->"
 WORKLOADS: tuple[Workload, ...] = ("create_wait", "mixed")
 _CHILD_ENV = {"PYTHONUNBUFFERED": "1", "LANGSMITH_TRACING": "false"}
+_START_SECONDS = 300.0
 
 
 @dataclass
@@ -169,11 +170,9 @@ def _measure(
         workdir = Path(tmp)
         with _database(backend, postgres_url, workdir) as storage_url:
             config = write_config(workdir, stub_url, storage_url)
-            launcher = ServeLauncher(workers=processes)
-            try:
-                server = launcher.start(config, workdir, _CHILD_ENV, workdir / "server.log")
-            except ServerStartError:  # a busy machine: N cold interpreters take a while
-                server = launcher.start(config, workdir, _CHILD_ENV, workdir / "server.log")
+            # P cold interpreters: on a busy 2-core machine, minutes.
+            launcher = ServeLauncher(workers=processes, start_seconds=_START_SECONDS)
+            server = launcher.start(config, workdir, _CHILD_ENV, workdir / "server.log")
             try:
                 for workload in WORKLOADS:
                     before = os.getloadavg()[0]

@@ -64,9 +64,9 @@ class Server:
             self.launcher.reap(self.handle)
             self.dead = True
 
-    def wait_ready(self) -> None:
-        """Poll `/health` until it answers 200."""
-        deadline = time.monotonic() + _START_SECONDS
+    def wait_ready(self, seconds: float = _START_SECONDS) -> None:
+        """Poll `/health` until it answers 200 (at most `seconds`)."""
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if not self.launcher.alive(self.handle):
                 raise ServerStartError(f"the server exited:\n{self.log.read_text()[-3000:]}")
@@ -164,8 +164,9 @@ class ForkLauncher:
 class ServeLauncher:
     """`foldwise serve` subprocesses (with `workers` worker processes)."""
 
-    def __init__(self, workers: int = 1) -> None:
+    def __init__(self, workers: int = 1, *, start_seconds: float = _START_SECONDS) -> None:
         self.workers = workers
+        self.start_seconds = start_seconds
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
 
     def start(self, config: Path, cwd: Path, env: dict[str, str], log: Path) -> Server:
@@ -186,7 +187,7 @@ class ServeLauncher:
             )
         self._procs[proc.pid] = proc
         server = Server(f"http://127.0.0.1:{port}", log, self, proc.pid)
-        server.wait_ready()
+        server.wait_ready(self.start_seconds)
         return server
 
     def kill(self, handle: int) -> None:
