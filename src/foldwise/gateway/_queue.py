@@ -147,6 +147,7 @@ class RunQueue:
         """This worker's id in the requests it queues (`accepted_by`)."""
         self._deferred: dict[str, float] = {}
         self._claiming: set[str] = set()
+        self._cancels_checked = float("-inf")
         manager.on_idle = self.wake
 
     # -- acceptance ------------------------------------------------------------------------------
@@ -363,12 +364,16 @@ class RunQueue:
         """Cancel the runs here that another worker was asked to cancel; return how many.
 
         The cancel route of the worker a client reached leaves a request in the database
-        (`request_cancel`) when the run executes elsewhere; the dispatcher looks every
-        `poll_seconds` while runs execute here.
+        (`request_cancel`) when the run executes elsewhere; the dispatcher looks at most
+        once per `poll_seconds`, and only while runs execute here.
         """
         active = self.manager.active
-        if not active:
+        now = asyncio.get_running_loop().time()
+        # Once per poll interval, not on every wake (a wake per run end would add a query
+        # per run on a busy worker).
+        if not active or now - self._cancels_checked < self.poll_seconds:
             return 0
+        self._cancels_checked = now
         requests = await self.storage.take_cancel_requests(list(active))
         for run_id, action in requests.items():
             run = active.get(run_id)
