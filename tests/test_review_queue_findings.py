@@ -221,11 +221,6 @@ async def test_another_identity_cannot_touch_a_queued_run(
         await gateway.runs.leases.release("a1", "elsewhere")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: a cancel that reaches a queued run while this worker claims it (row "
-    "`running`, task not yet in `active`) gets 409 'a run in another gateway worker'",
-)
 async def test_cancel_racing_the_claim_in_this_worker(tmp_path: Path) -> None:
     async with sdk_gateway(tmp_path, ScriptedChatModel(default="done")) as (client, app):
         gateway = app.state.gateway

@@ -54,11 +54,11 @@ class Server:
             self.launcher.reap(self.handle)
             self.dead = True
 
-    def wait_ready(self) -> None:
-        """Poll `/health` until it answers 200 (a server that never does is killed)."""
+    def wait_ready(self, seconds: float = _START_SECONDS) -> None:
+        """Poll `/health` until it answers 200, at most `seconds` (else it is killed)."""
         alive = functools.partial(self.launcher.alive, self.handle)
         try:
-            wait_healthy(self.url, alive=alive, log_path=self.log, timeout=_START_SECONDS)
+            wait_healthy(self.url, alive=alive, log_path=self.log, timeout=seconds)
         except ServerStartError:
             self.kill()
             raise
@@ -150,8 +150,9 @@ class ForkLauncher:
 class ServeLauncher:
     """`foldwise serve` subprocesses (with `workers` worker processes)."""
 
-    def __init__(self, workers: int = 1) -> None:
+    def __init__(self, workers: int = 1, *, start_seconds: float = _START_SECONDS) -> None:
         self.workers = workers
+        self.start_seconds = start_seconds
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
 
     def start(self, config: Path, cwd: Path, env: dict[str, str], log: Path) -> Server:
@@ -170,7 +171,7 @@ class ServeLauncher:
             )
         self._procs[proc.pid] = proc
         server = Server(f"http://127.0.0.1:{port}", log, self, proc.pid)
-        server.wait_ready()
+        server.wait_ready(self.start_seconds)
         return server
 
     def kill(self, handle: int) -> None:

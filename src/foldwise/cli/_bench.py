@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import typer
 from rich.markdown import Markdown
@@ -262,6 +262,87 @@ def gateway(
     _print_report(report, as_json=as_json, out=out)
     if not report.passed:
         raise typer.Exit(1)
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        fail(f"--processes: comma-separated counts like 1,2,4, got {text!r}", code=2)
+    if not counts or min(counts) < 1:
+        fail(f"--processes: positive counts like 1,2,4, got {text!r}", code=2)
+    return counts
+
+
+def _backends(text: str) -> list[Literal["postgres", "sqlite"]]:
+    chosen: list[Literal["postgres", "sqlite"]] = []
+    for part in (p.strip() for p in text.split(",")):
+        if part not in ("postgres", "sqlite"):
+            fail(f"--storage: postgres and/or sqlite, got {part!r}", code=2)
+        chosen.append("postgres" if part == "postgres" else "sqlite")
+    return chosen
+
+
+@bench_app.command("scale")
+def scale(
+    quick: Annotated[
+        bool, _quick("4 clients x 3 s, processes 1 and 2 (a test of the harness).")
+    ] = False,
+    processes: Annotated[
+        str, typer.Option("--processes", help="Worker process counts, comma-separated.")
+    ] = "1,2,4",
+    clients: Annotated[int, typer.Option("--clients", min=1, help="Concurrent clients.")] = 16,
+    seconds: Annotated[
+        float, typer.Option("--seconds", min=0.1, help="Seconds of load per workload.")
+    ] = 30.0,
+    storage: Annotated[
+        str,
+        typer.Option("--storage", help="Databases to measure, comma-separated: postgres, sqlite."),
+    ] = "postgres",
+    postgres: Annotated[
+        str | None,
+        typer.Option(
+            "--postgres",
+            help="PostgreSQL URL; a fresh schema per row (default: $FOLDWISE_TEST_POSTGRES).",
+        ),
+    ] = None,
+    write: Annotated[
+        Path | None,
+        typer.Option(
+            "--write", help="Write the table into this Markdown file (docs/deployment.md)."
+        ),
+    ] = None,
+    as_json: _JsonOption = False,
+    out: _OutOption = None,
+) -> None:
+    """Throughput of `foldwise serve --workers P` on PostgreSQL for P = 1, 2, 4.
+
+    Each process count gets a fresh database and a real server on the load stub; N clients run
+    create + `runs/wait`, then a mixed load, for S seconds each: operations per second, p50 /
+    p99, errors, the speed-up over one process, and the load average.
+    """
+    import os
+
+    from foldwise.bench._gateway_scale import run_scale_benchmark, write_scale_section
+
+    counts = [1, 2] if quick else _counts(processes)
+    if quick:
+        clients, seconds = 4, 3.0
+    url = postgres or os.environ.get("FOLDWISE_TEST_POSTGRES")
+    with fail_on_errors():
+        try:
+            report = run_scale_benchmark(
+                processes=counts,
+                backends=_backends(storage),
+                clients=clients,
+                seconds=seconds,
+                postgres_url=url,
+            )
+        except ValueError as error:
+            fail(str(error), code=2)
+        if write is not None:
+            write_scale_section(write, report)
+    _print_report(report, as_json=as_json, out=out)
 
 
 @bench_app.callback(invoke_without_command=True)

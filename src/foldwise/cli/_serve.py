@@ -95,11 +95,43 @@ def _warn_if_open(config: FoldwiseConfig, host: str) -> None:
         )
 
 
+def _process_private(url: str) -> bool:
+    """Whether a storage URL names a database that lives inside one process."""
+    lowered = url.strip().lower()
+    return lowered.startswith("memory:") or (
+        lowered.startswith("sqlite:") and lowered.split("?", 1)[0].endswith("/:memory:")
+    )
+
+
+def _check_shared_storage(config: FoldwiseConfig, workers: int) -> None:
+    """Refuse `--workers N` on an in-process database; warn on SQLite (one host, one writer)."""
+    urls = {"storage.url": config.storage.url}
+    if config.memory.enabled and config.memory.url:
+        urls["memory.url"] = config.memory.url
+    for key, url in urls.items():
+        if _process_private(url):
+            fail(
+                f"--workers {workers}: {key} is {url}, a database private to each process, so "
+                "the workers would not see each other's threads, runs or leases; set "
+                f"{key} to postgresql://... (or a sqlite:/// file on this host), or use "
+                "--workers 1",
+                code=EXIT_USAGE,
+            )
+    if config.storage.url.strip().lower().startswith("sqlite:"):
+        warn(
+            f"--workers {workers} on SQLite: the workers share the file's single writer lock, so "
+            "they add little throughput (docs/deployment.md); use PostgreSQL for several workers"
+        )
+
+
 def _run_workers(
     config: FoldwiseConfig, config_path: Path | None, workers: int, options: dict[str, Any]
 ) -> None:
     """Migrate once, then let uvicorn start `workers` processes that each build the app."""
     import uvicorn
+
+    _check_shared_storage(config, workers)
+    from foldwise.gateway._app import HOST_ENV_VAR
 
     with fail_on_errors():
         try:
@@ -111,6 +143,8 @@ def _run_workers(
     if config_path is not None:
         # Each worker process loads the configuration itself, from the same file.
         os.environ[CONFIG_ENV_VAR] = str(config_path.resolve())
+    # ... and the bound host (`--host`), one of the Host names it accepts by default.
+    os.environ[HOST_ENV_VAR] = config.gateway.host
     uvicorn.run("foldwise.gateway:app_from_env", factory=True, workers=workers, **options)
 
 
@@ -190,7 +224,8 @@ _WorkersOption = Annotated[
     typer.Option(
         "--workers",
         min=1,
-        help="Worker processes on the same port (share a Postgres database; see docs/gateway.md).",
+        help="Worker processes on the same port, sharing storage.url (PostgreSQL; see "
+        "docs/deployment.md). An in-memory database is refused.",
     ),
 ]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -63,7 +64,7 @@ from foldwise.gateway.storage import open_storage
 from foldwise.memory import MemoryManager, MemoryOutbox, MemoryWorker, open_outbox
 from foldwise.memory._pipeline import checkpointer_commit_check
 
-__all__ = ["DEFAULT_SHUTDOWN_GRACE", "app_from_env", "create_app"]
+__all__ = ["DEFAULT_SHUTDOWN_GRACE", "HOST_ENV_VAR", "app_from_env", "create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -240,11 +241,22 @@ def _install_middleware(app: FastAPI, config: FoldwiseConfig) -> None:
     app.add_middleware(ErrorGuardMiddleware)  # outermost of ours: wraps the body limit too
 
 
+HOST_ENV_VAR = "FOLDWISE_GATEWAY_HOST"
+"""Overrides `gateway.host` in `app_from_env` (`foldwise serve --host` with `--workers`)."""
+
+
 def app_from_env() -> FastAPI:
     """Zero-argument factory for ``uvicorn --factory``: the app of `$FOLDWISE_CONFIG`.
 
     `foldwise serve --workers N` uses it; so can ``uvicorn --factory --workers N
-    foldwise.gateway:app_from_env``.
+    foldwise.gateway:app_from_env``. `$FOLDWISE_GATEWAY_HOST`, when set, replaces
+    `gateway.host` (the bound host is one of the default allowed `Host` names), as
+    `foldwise serve --host` does for one process.
     """
     configure_from_env()  # a worker process of `foldwise serve --workers N`: its own exporters
-    return create_app(load_config())
+    config = load_config()
+    host = os.environ.get(HOST_ENV_VAR)
+    if host:
+        gateway = config.gateway.model_copy(update={"host": host})
+        config = config.model_copy(update={"gateway": gateway})
+    return create_app(config)

@@ -11,13 +11,14 @@ run is deleted). Queued runs survive a restart: any worker starts them when the 
 
 Differences from LangGraph Server: a run executes in one worker process, so joining its stream
 live works in that process (a join that reaches another worker waits for the run to end and
-gets its `end`), and cancelling a run executing in another worker gets 409 (a queued run can be
-cancelled from any worker). A run whose worker died while it ran ends `error` ("worker died
-during the run"); one the dead worker had claimed but not started is run again. A rollback
-leaves the run's checkpoints in the history as an abandoned branch (the thread's head is a copy
-of the checkpoint the run started from) where LangGraph Server deletes them, and the transcript
-keeps the run's messages (it is append-only). `Last-Event-ID` resumption works while the run is
-live in the worker that runs it.
+gets its `end`); cancelling a run executing in another worker leaves a request in the
+database that the executing worker's dispatcher reads within its poll interval (a queued run
+is cancelled directly, from any worker). A run whose worker died while it ran ends `error`
+("worker died during the run"); one the dead worker had claimed but not started is run
+again. A rollback leaves the run's checkpoints in the history as an abandoned branch (the
+thread's head is a copy of the checkpoint the run started from) where LangGraph Server deletes
+them, and the transcript keeps the run's messages (it is append-only). `Last-Event-ID`
+resumption works while the run is live in the worker that runs it.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ async def cancel_run(
     `interrupt` ends it `interrupted` with its completed steps kept; `rollback` puts the thread
     back where the run started and deletes the run. A queued run is cancelled before it
     starts (`rollback`: deleted). A finished run is answered as is. A run executing in another
-    worker gets 409.
+    worker is stopped by that worker (its dispatcher reads the request from the database).
     """
     await require_thread(gateway, thread_id, identity)
     record = await thread_run(gateway, thread_id, run_id)
@@ -157,16 +158,18 @@ async def cancel_run(
     if record.status == "pending" and await gateway.queue.cancel_pending(record, action):
         return _cancelled(record, rollback, wait)
     active = gateway.runs.active.get(run_id)
-    if active is None:
+    if active is not None:
+        active.cancel(rollback=rollback)
+    else:
         record = await thread_run(gateway, thread_id, run_id)
-        if record.status in ("pending", "running"):
-            raise BusyError(thread_id, "a run in another gateway worker", 1)
-        return JSONResponse(run_json(record))
-    active.cancel(rollback=rollback)
+        if record.status == "pending":  # claimed by another worker, not started yet
+            raise BusyError(thread_id, "a run starting in another gateway worker", 1)
+        if record.status != "running" or not await gateway.storage.request_cancel(run_id, action):
+            return JSONResponse(run_json(await thread_run(gateway, thread_id, run_id)))
+        # Executing in another worker: its dispatcher stops it within a poll interval.
     if not wait:
         return JSONResponse(run_json(record), status_code=202)
-    record = await finished_run(gateway, record)
-    return _cancelled(record, rollback, wait)
+    return _cancelled(await finished_run(gateway, record), rollback, wait)
 
 
 def _cancelled(record: RunRecord, rollback: bool, wait: bool) -> Response:

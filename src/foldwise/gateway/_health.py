@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from fastapi import APIRouter, Response
 
 from foldwise.errors import StorageError
@@ -28,6 +30,9 @@ async def health(gateway: GatewayDep) -> Response:
             storage=gateway.storage.backend,
             assistants=gateway.agents.assistant_ids,
             active_runs=len(gateway.runs.active),
+            # Which worker process answered (`foldwise serve --workers N`): runs in flight
+            # are per process, so `active_runs` is this worker's count.
+            worker_pid=os.getpid(),
         )
     try:
         await gateway.storage.ping()

@@ -5,7 +5,8 @@ starts at once in the accepting worker (`RunManager.start`). Otherwise, with
 `multitask_strategy: enqueue`, it is stored `pending` with its request (`run_queue` table) and
 its input is appended to the transcript right away, so the transcript holds every accepted
 input whatever happens next. `reject` gets 409; `interrupt` and `rollback` first cancel the
-thread's pending runs and its running run (in this worker), then start the new one.
+thread's pending runs and its running run (in this worker, or by a request to the worker
+executing it), then start the new one.
 
 Every worker runs a dispatcher task. It wakes at once when a run is queued or ends here, and
 every `poll_seconds` otherwise (for rows other workers queued, or left behind when they died).
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -56,6 +58,9 @@ DEFAULT_QUEUE_POLL = 1.0
 _RECOVER_PAGE = 1000
 _DISPATCH_PAGE = 100
 _STOP_SECONDS = 5.0
+_STOP_ELSEWHERE_SECONDS = 20.0
+"""How long `interrupt` / `rollback` waits for another worker to stop the thread's run."""
+_STOP_ELSEWHERE_POLL = 0.05
 
 Strategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 """LangGraph's `multitask_strategy`: what a run does when its thread is busy."""
@@ -140,14 +145,22 @@ class RunQueue:
         self._subscribers: dict[str, list[tuple[EventBuffer, frozenset[str] | None]]] = {}
         self._chores: set[asyncio.Future[bool]] = set()
         self._accepting: dict[str, tuple[asyncio.Lock, int]] = {}
+        self.worker_id = uuid.uuid4().hex
+        """This worker's id in the requests it queues (`accepted_by`)."""
+        self._deferred: dict[str, float] = {}
+        self._claiming: set[str] = set()
+        self._cancels_checked = float("-inf")
         manager.on_idle = self.wake
 
     # -- acceptance ------------------------------------------------------------------------------
 
     async def submit(
-        self, spec: RunSpec, *, strategy: Strategy | None, stream: bool
+        self, spec: RunSpec, *, strategy: Strategy | None, stream: bool, waiter: bool = True
     ) -> ActiveRun | RunRecord:
         """Start the run now, or queue it (`enqueue` on a busy thread).
+
+        `waiter`: the caller waits for the run here (`runs/wait`, `runs/stream`), so a queued
+        run is left to this worker to start for a while (`claim_grace`).
 
         Returns:
             The started run, or the `pending` row of a queued one.
@@ -163,7 +176,7 @@ class RunQueue:
             except ThreadBusyError:
                 if strategy != "enqueue":
                     raise
-            return await traced_enqueue(self.enqueue, spec)
+            return await traced_enqueue(functools.partial(self.enqueue, waiter=waiter), spec)
 
     @contextlib.asynccontextmanager
     async def _accept_turn(self, thread_id: str) -> AsyncIterator[None]:
@@ -177,19 +190,28 @@ class RunQueue:
             lock, users = self._accepting[thread_id]
             if users == 1:
                 del self._accepting[thread_id]
+                self.wake()  # the dispatcher skipped this thread meanwhile
             else:
                 self._accepting[thread_id] = (lock, users - 1)
 
-    async def enqueue(self, spec: RunSpec) -> RunRecord:
-        """Store the run `pending` and its input in the transcript; wake the dispatcher."""
+    async def enqueue(self, spec: RunSpec, *, waiter: bool = False) -> RunRecord:
+        """Store the run `pending` and its input in the transcript; wake the dispatcher.
+
+        With `waiter`, the request names this worker (`accepted_by`): another worker leaves the
+        run to this one for `claim_grace` seconds, since the client waiting for it (its
+        stream) is here.
+        """
         if self.manager.closing:
             raise GatewayClosingError()
         run_id = str(uuid.uuid4())
+        request = run_request(spec)
+        if waiter:
+            request["accepted_by"] = self.worker_id
         record = await self.storage.enqueue_run(
             spec.thread_id,
             run_id,
             spec.assistant_id,
-            run_request(spec),
+            request,
             metadata=dict(spec.metadata or {}),
         )
         # Accepted means recorded: the input is in the transcript even if the run never runs.
@@ -198,19 +220,40 @@ class RunQueue:
         return record
 
     async def cancel_thread(self, thread_id: str, action: CancelAction) -> None:
-        """Cancel the thread's pending runs and its running run in this worker (and wait).
+        """Cancel the thread's pending runs and its running run, here or elsewhere (and wait).
+
+        A run executing in another worker is asked to stop (`request_cancel`) and waited for.
 
         Raises:
-            BusyError: What holds the thread cannot be cancelled from here (a run in another
-                worker, a compaction): 409, and nothing was cancelled.
+            BusyError: What holds the thread cannot be cancelled (a compaction, a run another
+                worker is starting, or one that did not stop in time): 409.
         """
         lock = await self.storage.get_thread_lock(thread_id)
         if lock is not None and lock.holder not in self.manager.active:
-            what = "a run in another gateway worker" if lock.kind == "run" else f"a {lock.kind}"
-            raise BusyError(thread_id, what, 1)
+            if lock.kind != "run":
+                raise BusyError(thread_id, f"a {lock.kind}", 1)
+            await self._stop_elsewhere(thread_id, lock.holder, action)
         for record in await self.storage.thread_pending_runs(thread_id):
             await self.cancel_pending(record, action)
         await self.manager.interrupt_thread(thread_id, rollback=action == "rollback")
+
+    async def _stop_elsewhere(self, thread_id: str, run_id: str, action: CancelAction) -> None:
+        """Ask the worker executing `run_id` to stop it; wait until it let the thread go.
+
+        Raises:
+            BusyError: The run is not `running` (claimed but not started yet), or its worker
+                did not let the thread go within `_STOP_ELSEWHERE_SECONDS` (409).
+        """
+        what = "a run in another gateway worker"
+        if not await self.storage.request_cancel(run_id, action):
+            raise BusyError(thread_id, what, 1)
+        deadline = asyncio.get_running_loop().time() + _STOP_ELSEWHERE_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            lock = await self.storage.get_thread_lock(thread_id)
+            if lock is None or lock.holder != run_id:
+                return
+            await asyncio.sleep(_STOP_ELSEWHERE_POLL)
+        raise BusyError(thread_id, what, 1)
 
     async def cancel_pending(self, record: RunRecord, action: CancelAction) -> bool:
         """Cancel a run that has not started: `interrupted`, or deleted for a rollback.
@@ -271,9 +314,31 @@ class RunQueue:
             self._wake.clear()
             try:
                 await self.dispatch()
+                await self.stop_requested()
             except Exception:  # the dispatcher must outlive any one failure
                 logger.exception("the run queue could not be dispatched; retrying")
             await _wait(self._wake, self.poll_seconds)
+
+    @property
+    def claim_grace(self) -> float:
+        """Seconds another worker leaves a queued run to the worker where its client waits.
+
+        Three polls, and at least a second: that worker's dispatcher looks at least once
+        meanwhile, even on a busy machine; if it died, the run still starts, this much later.
+        """
+        return max(3 * self.poll_seconds, 1.0)
+
+    def _leave_to_acceptor(self, run_id: str, request: dict[str, Any]) -> bool:
+        """Whether to leave this queued run to the worker its waiting client is on, for now."""
+        acceptor = request.get("accepted_by")
+        if acceptor in (None, self.worker_id):
+            return False
+        now = asyncio.get_running_loop().time()
+        first_seen = self._deferred.setdefault(run_id, now)
+        if now - first_seen < self.claim_grace:
+            return True
+        del self._deferred[run_id]
+        return False
 
     async def dispatch(self) -> int:
         """One look at the queue: start the next run of every free thread; return how many."""
@@ -281,30 +346,64 @@ class RunQueue:
         seen: set[str] = set()
         busy_here = {run.thread_id for run in self.manager.active.values()}
         await note_queue(self.storage)  # OpenTelemetry: the queue gauges (at most once a second)
-        for record in await self.storage.pending_runs(limit=_DISPATCH_PAGE):
+        pending = await self.storage.pending_runs(limit=_DISPATCH_PAGE)
+        claimable = {record.run_id for record in pending}
+        for run_id in [r for r in self._deferred if r not in claimable]:
+            del self._deferred[run_id]  # started elsewhere, or its thread is busy again
+        for record in pending:
             if self._stopping:
                 break
             if record.thread_id in seen or record.thread_id in busy_here:
+                continue
+            if record.thread_id in self._accepting:
+                # A run is being accepted here: its stream subscribes once it is accepted.
                 continue
             seen.add(record.thread_id)
             if await self._claim(record):
                 started += 1
         return started
 
+    async def stop_requested(self) -> int:
+        """Cancel the runs here that another worker was asked to cancel; return how many.
+
+        The cancel route of the worker a client reached leaves a request in the database
+        (`request_cancel`) when the run executes elsewhere; the dispatcher looks at most
+        once per `poll_seconds`, and only while runs execute here.
+        """
+        active = self.manager.active
+        now = asyncio.get_running_loop().time()
+        # Once per poll interval, not on every wake (a wake per run end would add a query
+        # per run on a busy worker).
+        if not active or now - self._cancels_checked < self.poll_seconds:
+            return 0
+        self._cancels_checked = now
+        requests = await self.storage.take_cancel_requests(list(active))
+        for run_id, action in requests.items():
+            run = active.get(run_id)
+            if run is not None:
+                logger.info("run %s: cancelled (%s) from another worker", run_id, action)
+                run.cancel(rollback=action == "rollback")
+        return len(requests)
+
     async def _claim(self, record: RunRecord) -> bool:
         request = await self.storage.queued_request(record.run_id)
         if request is None:
             return False  # started or cancelled meanwhile
+        if self._leave_to_acceptor(record.run_id, request):
+            return False
         try:
             spec = spec_from_request(record, request, self.hosted)
         except Exception as error:
             logger.exception("queued run %s cannot be rebuilt", record.run_id)
             await self.storage.finish_run(record.run_id, "error", f"could not start: {error}")
             return False
+        self._claiming.add(record.run_id)
         try:
             run = await self.manager.claim(spec, record.run_id)
         except ThreadNotFoundError:
             return False  # deleted with its thread
+        finally:
+            self._claiming.discard(record.run_id)
         if run is None:
             return False
         note_dequeued(run, record)
@@ -338,7 +437,8 @@ class RunQueue:
                 if active is not None:
                     return active
                 record = await self.storage.get_run(run_id)
-                if record is None or record.status != "pending":
+                starting_here = run_id in self._claiming  # `running` before it is `active`
+                if not starting_here and (record is None or record.status != "pending"):
                     return self.manager.active.get(run_id)
                 await _wait(event, self.poll_seconds)
         finally:

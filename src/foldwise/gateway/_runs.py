@@ -123,7 +123,9 @@ async def accept_run(
         metadata=body.metadata,
         user_id=memory_user_id(identity),
     )
-    return await gateway.queue.submit(spec, strategy=body.multitask_strategy, stream=stream)
+    return await gateway.queue.submit(
+        spec, strategy=body.multitask_strategy, stream=stream, waiter=not background
+    )
 
 
 def started(run: ActiveRun | RunRecord) -> ActiveRun:
@@ -159,7 +161,7 @@ async def wait_run(
         if record.status == "interrupted" and record.error:
             raise RunInterruptedError(record.run_id)
         thread = await require_thread(gateway, thread_id, identity)
-        values = await thread_values(gateway, thread, record, own=True)
+        values = await thread_values(gateway, thread, record, of_run=record.status == "success")
         return JSONResponse(values, headers=location(run))
     await run.wait()
     error = run.outcome_error()
@@ -192,23 +194,26 @@ async def finished_run(gateway: Gateway, record: RunRecord) -> RunRecord:
 
 
 async def thread_values(
-    gateway: Gateway, thread: ThreadRecord, record: RunRecord, *, own: bool = False
+    gateway: Gateway, thread: ThreadRecord, record: RunRecord, *, of_run: bool = False
 ) -> Any:
     """The thread's current values, with `__interrupt__` when it waits at an interrupt.
 
-    With `own`, the values of the run's own newest checkpoint (runs queued after it may have
-    moved the thread on since), if it wrote one.
+    With `of_run`, the values of the last checkpoint `record`'s run wrote (its checkpoints
+    carry its run id in their metadata), so a waiter in another worker than the one that ran
+    it gets this run's answer even when runs queued after it have run since; the thread's
+    current values when the run wrote none.
     """
     assistant_id = record.assistant_id
     known = assistant_id if assistant_id in gateway.agents.assistant_ids else None
     graph = gateway.agent_for(thread, assistant_id=known).graph
-    config = {"configurable": {"thread_id": thread.thread_id}}
-    snapshot = await graph.aget_state(config)
-    if own:
+    config: Any = {"configurable": {"thread_id": thread.thread_id}}
+    snapshot = None
+    if of_run:
         history = graph.aget_state_history(config, filter={"run_id": record.run_id}, limit=1)
-        async with contextlib.aclosing(history) as newest:
-            async for found in newest:
-                snapshot = found
+        async with contextlib.aclosing(history) as newest_first:
+            snapshot = await anext(newest_first, None)
+    if snapshot is None:
+        snapshot = await graph.aget_state(config)
     values: dict[str, Any] = dict(snapshot.values or {})
     interrupts = list(getattr(snapshot, "interrupts", ()) or ())
     if interrupts:
@@ -249,7 +254,7 @@ async def sse_events(
                 run.cancel()
 
 
-async def queued_events(
+def queued_events(
     gateway: Gateway,
     record: RunRecord,
     events: frozenset[str] | None,
@@ -260,10 +265,23 @@ async def queued_events(
     """A queued run's SSE frames: heartbeats while it waits, then its events as it runs here.
 
     If it runs in another worker, or is cancelled before it starts, the stream is its `end`.
-    A client that goes away while it waits cancels it with `on_disconnect="cancel"`.
+    A client that goes away while it waits cancels it with `on_disconnect="cancel"`. The
+    subscription is made now, not when the response starts: a run that starts and ends in
+    between would otherwise stream only its `end`.
     """
     buffer = gateway.runs.new_buffer(record.run_id, record.thread_id)
     gateway.queue.subscribe(record.run_id, buffer, events)
+    return _queued_frames(gateway, record, buffer, events, on_disconnect, metadata)
+
+
+async def _queued_frames(
+    gateway: Gateway,
+    record: RunRecord,
+    buffer: EventBuffer,
+    events: frozenset[str] | None,
+    on_disconnect: str,
+    metadata: bool,
+) -> AsyncIterator[bytes]:
     waiting = asyncio.ensure_future(gateway.queue.wait_started(record.run_id))
     try:
         if metadata:
@@ -279,6 +297,9 @@ async def queued_events(
             if on_disconnect == "cancel":
                 gateway.queue.drop_pending(record)
     active = waiting.result()
+    ran_here = gateway.runs.recent.get(record.run_id)
+    if active is None and ran_here is not None and any(b is buffer for b, _ in ran_here.listeners):
+        active = ran_here  # it started and ended here before this waiter looked: in `buffer`
     if active is None:
         record = await finished_run(gateway, record)
         yield sse_frame("end", {"run_id": record.run_id, "status": record.status})

@@ -177,6 +177,16 @@ _0005 = Migration(
 # its markers: an index by kind answers both from the index alone.
 _0006 = ("CREATE INDEX transcript_kind_idx ON {t}transcript_events (thread_id, kind, seq)",)
 
+# A run executes in the worker that started it; another worker asks it to stop by leaving a
+# request here, which the running worker's dispatcher reads (`SqlQueueMixin.request_cancel`).
+_0007 = (
+    """CREATE TABLE {t}run_cancels (
+        run_id TEXT PRIMARY KEY REFERENCES {t}runs (run_id) ON DELETE CASCADE,
+        action TEXT NOT NULL CHECK (action IN ('interrupt', 'rollback')),
+        requested_at {time} NOT NULL
+    )""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _migration(1, "threads, runs, transcript, receipts, thread locks", _0001, _0001_POSTGRES_ONLY),
     _migration(2, "receipts are unique per thread by their own id", _0002),
@@ -184,6 +194,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _migration(4, "threads are owned by the identity that created them", _0004),
     _0005,
     _migration(6, "transcript events are indexed by kind", _0006),
+    _migration(7, "a worker can ask another to cancel the run it executes", _0007),
 )
 """Every migration, in order."""
 

@@ -9,7 +9,7 @@ both databases), checking that it is the thread's oldest pending run, and moving
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -157,3 +157,57 @@ class SqlQueueMixin(SqlEventsMixin):
     async def cancel_pending_run(self, run_id: str, error: str) -> bool:
         """Finish a run `interrupted` if it is still `pending`; `False` if it is not."""
         return await self._leave_pending("cancel_pending_run", run_id, "interrupted", error)
+
+    # -- cancelling a run that executes in another worker ----------------------------------------
+
+    async def request_cancel(self, run_id: str, action: str) -> bool:
+        """Ask the worker executing the run to stop it (`interrupt` or `rollback`).
+
+        Returns `False` when the run is not `running` (nothing to ask). A second request for
+        the same run keeps the first one's action.
+        """
+        validate_run_id(run_id)
+        if action not in ("interrupt", "rollback"):
+            raise ValueError(f"action: 'interrupt' or 'rollback', got {action!r}")
+        d = self._dialect
+        async with d.write("request_cancel", None) as s:
+            changed = await s.execute(
+                d.sql(
+                    "INSERT INTO {p}run_cancels (run_id, action, requested_at) "
+                    "SELECT run_id, ?, ? FROM {p}runs WHERE run_id = ? AND status = 'running' "
+                    "ON CONFLICT (run_id) DO NOTHING"
+                ),
+                (action, d.to_time(utcnow()), run_id),
+            )
+            if changed:
+                return True
+            row = await s.fetchone(
+                d.sql("SELECT 1 FROM {p}run_cancels WHERE run_id = ?"), (run_id,)
+            )
+        return row is not None
+
+    async def take_cancel_requests(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """The cancel requests for these runs (run id → action), removed as they are read.
+
+        A worker asks with the runs it executes, about once a second; the read alone touches
+        no row when nobody asked (the usual case).
+        """
+        ids = [validate_run_id(run_id) for run_id in run_ids]
+        if not ids:
+            return {}
+        d = self._dialect
+        marks = ", ".join("?" for _ in ids)
+        async with d.read("cancel_requests", None) as s:
+            rows = await s.fetchall(
+                d.sql(f"SELECT run_id, action FROM {{p}}run_cancels WHERE run_id IN ({marks})"),
+                ids,
+            )
+        if not rows:
+            return {}
+        found = {str(run_id): str(action) for run_id, action in rows}
+        marks = ", ".join("?" for _ in found)
+        async with d.write("take_cancel_requests", None) as s:
+            await s.execute(
+                d.sql(f"DELETE FROM {{p}}run_cancels WHERE run_id IN ({marks})"), list(found)
+            )
+        return found
