@@ -40,12 +40,14 @@ class SqlCounter:
         }
         self.counts: dict[str, Counter[str]] = {name: Counter() for name in self.connections}
         self.threaded: Counter[str] = Counter()
+        self.reads: Counter[str] = Counter()  # checkpoint reads: one worker call each
         for name, conn in self.connections.items():
             conn.conn.set_trace_callback(self._tracer(name))
             original = conn.run
 
             async def run(fn: Any, *args: Any, _name: str = name, _run: Any = original) -> Any:
-                self.threaded[_name] += 1
+                is_statement = getattr(fn, "__self__", None) is self.connections[_name]
+                (self.threaded if is_statement else self.reads)[_name] += 1
                 return await _run(fn, *args)
 
             conn.run = run  # type: ignore[method-assign]
@@ -63,6 +65,7 @@ class SqlCounter:
         for counts in self.counts.values():
             counts.clear()
         self.threaded.clear()
+        self.reads.clear()
 
 
 async def _wait(client: Any, thread: str, text: str) -> dict[str, Any]:
@@ -95,9 +98,11 @@ async def test_a_run_costs_one_transaction_per_storage_step_and_two_thread_hops_
         assert steps >= 3, checkpoints  # input, model, and the middleware steps around it
         assert checkpoints["INSERT writes"] >= steps, checkpoints
         assert checkpoints["BEGIN"] == checkpoints["COMMIT"] == steps, checkpoints
-        # Only BEGIN IMMEDIATE and COMMIT leave the event loop (aiosqlite: every call did).
+        # Of the statements, only BEGIN IMMEDIATE and COMMIT leave the event loop (aiosqlite:
+        # every call did); a checkpoint read (blobs can be megabytes) is one worker call.
         for name, counts in sql.counts.items():
             assert sql.threaded[name] == counts["BEGIN"] + counts["COMMIT"], (name, counts)
+        assert sql.reads == {"checkpoints": 2}, sql.reads  # the run's start and its answer
 
 
 async def test_a_run_start_renders_only_new_messages_for_the_transcript(

@@ -4,17 +4,20 @@ LangGraph's `AsyncSqliteSaver` sends every statement, fetch and cursor close thr
 aiosqlite's thread: a fenced checkpoint write (``BEGIN IMMEDIATE``, the lease check, the
 insert, ``COMMIT``) cost eight round trips between threads, and a run writes about fifteen.
 This saver is LangGraph's sync `SqliteSaver` (same tables, same SQL, same serializer) on a
-`LoopConnection`: reads run inline on the event loop, and each write is one transaction whose
-two waits — SQLite's writer lock and the commit's sync — run in the connection's worker thread.
+`LoopConnection`: a read is one call to the connection's worker thread (a checkpoint blob can
+be megabytes: reading and decoding it inline would stall the event loop), and each write is one
+transaction whose statements run inline and whose two waits — SQLite's writer lock and the
+commit's sync — run in the worker thread.
 
 One transaction per step. LangGraph saves a step's task writes (`aput_writes`) as each task
 ends and then the step's checkpoint (`aput`): two commits, each a sync of the WAL. Writes
 under a `Lease` (a run's steps) are therefore held in memory and committed in the same
 transaction as the thread's next checkpoint; a read of the thread, or `aflush` (the gateway
 calls it when a run ends, e.g. after an interrupt or an error, when no checkpoint follows),
-commits them on their own first. A crash before that commit loses the step's writes and its
-checkpoint together: the step runs again, as after a crash during the step. Writes without
-a lease, and deletions, are one transaction each.
+commits them on their own first. A commit that fails or is cancelled keeps them held (the
+run's end commits them, as LangGraph's saver would have). A crash before that commit loses
+the step's writes and its checkpoint together: the step runs again, as after a crash during
+the step. Writes without a lease, and deletions, are one transaction each.
 
 Under a `Lease` (the run config's `LEASE_KEY`) the lease row is checked inside the
 transaction first: the row is in the same
@@ -95,13 +98,13 @@ class FencedSqliteSaver(SqliteSaver):
         async with self.alock:
             await self.loop_conn.run(self.setup)
 
-    # reads: inline ---------------------------------------------------------------------------
+    # reads: one call each in the worker thread ----------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """A checkpoint tuple (the newest of the thread without a `checkpoint_id`)."""
         await self.settle(str(config["configurable"]["thread_id"]))
         async with self.alock:
-            return self.get_tuple(config)
+            return await self.loop_conn.run(self.get_tuple, config)
 
     async def alist(
         self,
@@ -116,7 +119,9 @@ class FencedSqliteSaver(SqliteSaver):
         for held in [str(thread_id)] if thread_id is not None else list(self._held):
             await self.settle(held)
         async with self.alock:
-            found = list(self.list(config, filter=filter, before=before, limit=limit))
+            found = await self.loop_conn.run(
+                lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+            )
         for item in found:
             yield item
 
@@ -126,7 +131,9 @@ class FencedSqliteSaver(SqliteSaver):
         """LangGraph's delta-channel history read (beta `DeltaChannel` support)."""
         await self.settle(str(config["configurable"]["thread_id"]))
         async with self.alock:
-            return self.get_delta_channel_history(config=config, channels=channels)
+            return await self.loop_conn.run(
+                lambda: self.get_delta_channel_history(config=config, channels=channels)
+            )
 
     # writes: one transaction each ------------------------------------------------------------
 
@@ -179,10 +186,16 @@ class FencedSqliteSaver(SqliteSaver):
         held = await self._take(thread_id, lease)
         if lease is not None:
             crash_point("checkpoint.before")  # tests only
-        async with self.transaction(lease) as conn:
-            for _, sql, rows in held:  # the step's task writes: same transaction
-                conn.executemany(sql, rows)
-            conn.execute(_PUT_SQL, row)
+        try:
+            async with self.transaction(lease) as conn:
+                for _, sql, rows in held:  # the step's task writes: same transaction
+                    conn.executemany(sql, rows)
+                conn.execute(_PUT_SQL, row)
+        except LeaseLostError:
+            raise
+        except BaseException:
+            self._keep(thread_id, held)  # rolled back: the run's end commits them
+            raise
         if lease is not None:
             crash_point("checkpoint.after")  # tests only
         return {
@@ -236,11 +249,17 @@ class FencedSqliteSaver(SqliteSaver):
             await self.settle(thread_id)
         return self._held.pop(thread_id, [])
 
+    def _keep(self, thread_id: str, held: list[_Held]) -> None:
+        """Hold again writes whose commit failed, ahead of any held since."""
+        if held:
+            self._held[thread_id] = held + self._held.get(thread_id, [])
+
     async def aflush(self, thread_id: str) -> None:
         """Commit the thread's held task writes now, one transaction per lease.
 
         Raises:
             LeaseLostError: The writes' lease was lost (they are dropped, never written).
+            Exception: The database error of a failed commit (the writes stay held).
         """
         held = self._held.pop(thread_id, [])
         while held:
@@ -248,9 +267,15 @@ class FencedSqliteSaver(SqliteSaver):
             batch = [h for h in held if h[0] == lease]
             held = [h for h in held if h[0] != lease]
             crash_point("writes.before")  # tests only
-            async with self.transaction(lease) as conn:
-                for _, sql, rows in batch:
-                    conn.executemany(sql, rows)
+            try:
+                async with self.transaction(lease) as conn:
+                    for _, sql, rows in batch:
+                        conn.executemany(sql, rows)
+            except LeaseLostError:
+                raise
+            except BaseException:
+                self._keep(thread_id, batch + held)  # rolled back: the next flush retries
+                raise
             crash_point("writes.after")  # tests only
 
     async def settle(self, thread_id: str) -> None:
