@@ -243,12 +243,16 @@ async def test_cancel_racing_the_claim_in_this_worker(tmp_path: Path) -> None:
         await gateway.runs.leases.release(thread, "elsewhere")
         gateway.queue.wake()
         await asyncio.wait_for(entered.wait(), 10)
+        # The claim's storage writes are one transaction (issue 16): on SQLite the cancel's
+        # own storage calls wait for it, so the claim is let go while the cancel is in flight.
+        cancel = asyncio.ensure_future(
+            client.http.client.post(f"/threads/{thread}/runs/{queued['run_id']}/cancel")
+        )
         try:
-            answer = await client.http.client.post(
-                f"/threads/{thread}/runs/{queued['run_id']}/cancel"
-            )
+            await asyncio.sleep(0.2)
         finally:
             hold.set()
             storage.update_thread = original
+        answer = await asyncio.wait_for(cancel, 30)
         await client.runs.join(thread, queued["run_id"])
         assert answer.status_code in (200, 202), answer.text
