@@ -44,13 +44,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal, Self
 
-__all__ = ["OpenAIStub", "ScriptedResponse", "default_token_counter"]
+__all__ = ["OpenAIStub", "ScriptedResponse", "content_text", "default_token_counter"]
 
 ScriptedResponse = str | Mapping[str, Any]
 Responder = Callable[[dict[str, Any]], ScriptedResponse]
 
 
-def _text_of(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """The text of an OpenAI message `content` (a string, or a list of parts)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -68,7 +69,7 @@ def default_token_counter(messages: Sequence[Mapping[str, Any]]) -> int:
     """Count ceil(characters / 4) over message text, tool-call names and arguments."""
     chars = 0
     for message in messages:
-        chars += len(_text_of(message.get("content")))
+        chars += len(content_text(message.get("content")))
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             chars += len(str(function.get("name", ""))) + len(str(function.get("arguments", "")))

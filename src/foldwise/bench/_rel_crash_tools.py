@@ -15,6 +15,7 @@ from typing import Any
 
 from langchain_core.tools import tool
 
+from foldwise.bench._openai_stub import content_text
 from foldwise.bench._serve import stub_model_entry, write_config
 
 __all__ = ["LEASE_TTL", "REPORT_CHARS", "SUMMARY", "brain", "fetch_report", "server_config"]
@@ -33,23 +34,15 @@ def fetch_report(name: str) -> str:
     return (line * (REPORT_CHARS // len(line) + 1))[:REPORT_CHARS]
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    return ""
-
-
 def brain(body: Mapping[str, Any]) -> dict[str, Any]:
     """The stub model's answer to one request `body`."""
     messages = list(body.get("messages") or [])
-    if messages and "<new_messages>" in _text(messages[0].get("content")):
+    if messages and "<new_messages>" in content_text(messages[0].get("content")):
         return {"content": SUMMARY, "delay": _DELAY}
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
         return {"content": "Read the report; figures noted.", "delay": _DELAY}
-    text = _text(last.get("content"))
+    text = content_text(last.get("content"))
     if text.startswith("report "):
         name = text.split()[1]
         return {

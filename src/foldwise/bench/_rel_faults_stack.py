@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 from langchain_core.tools import tool
 
+from foldwise.bench._openai_stub import content_text
 from foldwise.bench._serve import (
     ServerStartError,
     free_port,
@@ -59,14 +60,6 @@ def fetch_report(topic: str, kilobytes: int = 1) -> str:
     return (line * (kilobytes * 1024 // len(line) + 1))[: kilobytes * 1024]
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    return ""
-
-
 class Brain:
     """The stub's responder: scripted faults by marker, hung summaries, plain answers."""
 
@@ -83,13 +76,13 @@ class Brain:
 
     def __call__(self, body: dict[str, Any]) -> Any:
         messages = body.get("messages") or []
-        if messages and "<new_messages>" in _text(messages[0].get("content")):
+        if messages and "<new_messages>" in content_text(messages[0].get("content")):
             if "[[hang]]" in json.dumps(messages):  # every summarizer model hangs
                 return {"content": SUMMARY, "delay": 60}
             return SUMMARY
         last = messages[-1] if messages else {}
         users = [m for m in messages if m.get("role") == "user"]
-        latest = _text(users[-1].get("content")) if users else ""
+        latest = content_text(users[-1].get("content")) if users else ""
         with self._lock:
             for key, response in self.faults.items():
                 if f"[[fault:{key}]]" in latest and key not in self.used:
@@ -349,13 +342,15 @@ def check_thread(
         if ids[: len(before)] != before:
             found.append(("unchanged", "the messages before the failed run changed"))
         extra = messages[len(before) :]
-        if any(m.get("type") != "human" or _text(m.get("content")) != fault_input for m in extra):
+        if any(
+            m.get("type") != "human" or content_text(m.get("content")) != fault_input for m in extra
+        ):
             kinds = [m.get("type") for m in extra]
             found.append(("unchanged", f"the failed run left {kinds} in the state"))
     found += [("I2", p) for p in _pairing(messages)]
     entries = thread.transcript()
     users = [
-        _text((e.get("message") or {}).get("content"))
+        content_text((e.get("message") or {}).get("content"))
         for e in entries
         if e["kind"] == "message" and (e.get("message") or {}).get("type") == "human"
     ]

@@ -17,6 +17,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from foldwise.bench._openai_stub import content_text
 from foldwise.bench._serve import serving, write_config
 from foldwise.durable import DATA_OPEN
 from foldwise.messages import DURABLE_DATA_FLAG
@@ -35,17 +36,11 @@ def served(config: Mapping[str, Any], workdir: Path) -> Iterator[str]:
         yield server.url
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return str(content or "")
-
-
 def stub_messages(body: Mapping[str, Any]) -> list[BaseMessage]:
     """A recorded chat-completions request body as LangChain messages."""
     found: list[BaseMessage] = []
     for message in body.get("messages") or []:
-        role, text = message.get("role"), _text(message.get("content"))
+        role, text = message.get("role"), content_text(message.get("content"))
         if role in ("system", "developer"):
             found.append(SystemMessage(text))
         elif role == "user":
