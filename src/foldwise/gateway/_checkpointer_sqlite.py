@@ -9,6 +9,10 @@ be megabytes: reading and decoding it inline would stall the event loop), and ea
 transaction whose statements run inline and whose two waits — SQLite's writer lock and the
 commit's sync — run in the worker thread.
 
+A checkpoint's blob is LangGraph's (the serializer's msgpack of the whole checkpoint), packed
+by `ChannelPacker`: channels a step did not change are spliced from the bytes packed for the
+step before instead of being encoded again.
+
 One transaction per step. LangGraph saves a step's task writes (`aput_writes`) as each task
 ends and then the step's checkpoint (`aput`): two commits, each a sync of the WAL. Writes
 under a `Lease` (a run's steps) are therefore held in memory and committed in the same
@@ -52,6 +56,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from foldwise._crash import crash_point
+from foldwise.gateway._checkpoint_pack import ChannelPacker
 from foldwise.gateway._errors import LeaseLostError
 from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage._sqlite_conn import LoopConnection
@@ -92,6 +97,7 @@ class FencedSqliteSaver(SqliteSaver):
         """Held around every use of the connection from the event loop."""
         self._lease_sql = lease_sql
         self._held: dict[str, list[_Held]] = {}
+        self._packer = ChannelPacker(serde)
 
     async def asetup(self) -> None:
         """Create LangGraph's tables (in the worker thread: it may wait for the file)."""
@@ -171,13 +177,15 @@ class FencedSqliteSaver(SqliteSaver):
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         checkpoint_ns = configurable["checkpoint_ns"]
-        type_, blob = self.serde.dumps_typed(checkpoint)
+        parent = configurable.get("checkpoint_id")
+        thread = (thread_id, checkpoint_ns)
+        type_, blob = self._packer.dumps_typed(thread, parent, checkpoint, new_versions)
         meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
         row = (
             thread_id,
             checkpoint_ns,
             checkpoint["id"],
-            configurable.get("checkpoint_id"),
+            parent,
             type_,
             blob,
             meta.encode("utf-8", "ignore"),
@@ -289,6 +297,7 @@ class FencedSqliteSaver(SqliteSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints and writes (held ones too)."""
         self._held.pop(str(thread_id), None)
+        self._packer.forget_thread(str(thread_id))
         async with self.transaction(None) as conn:
             conn.execute("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),))
             conn.execute("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),))
