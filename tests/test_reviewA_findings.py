@@ -4,16 +4,24 @@
    `invalid_tool_calls` (rendered as `AI tool call:` lines) and the `hide_from_ui` flag (a
    hidden message is not rendered at all). A message changed only there, same id and content,
    kept the fingerprint, and the background summary of the old message was committed.
+2. Deleting a thread left its background summary running (the deleted thread's messages still
+   going to the summarizer) and kept its entry, summary included, in the process.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from foldwise._steps import run_async
+from foldwise.bench._serve import open_app
+from foldwise.testing import ScriptedChatModel
+from tests.support.gateway import Gate, gateway_config, scripted_factory, user
+from tests.test_gateway_presummary import SETTINGS, brain, presummary_tasks
 from tests.test_presummary import GatedSummarizer, _compactor, _history, _policy, _start
 
 # -- 1. the fingerprint covers everything the summarizer reads ---------------------------------
@@ -70,3 +78,30 @@ def test_hidden_and_invalid_calls_are_what_the_summarizer_reads() -> None:
     assert "AI tool call: drop_table" in render_transcript(
         _with_invalid_call([HumanMessage("h")] * 3 + [plain])[3:]
     )
+
+
+# -- 2. deleting a thread cancels and forgets its background summary ---------------------------
+
+
+async def test_deleting_a_thread_cancels_its_background_summary(tmp_path: Path) -> None:
+    gate = Gate()
+    model = ScriptedChatModel(default=brain(gate))
+    config = gateway_config(tmp_path, SETTINGS)
+    try:
+        async with open_app(config, scripted_factory(model)) as (c, app):
+            assert (await c.post("/threads", json={"thread_id": "t"})).status_code == 200
+            body = {"assistant_id": "agent"}
+            for i in range(4):
+                r = await c.post("/threads/t/runs/wait", json={**body, "input": user(f"q {i}")})
+                assert r.status_code == 200, r.text
+                if presummary_tasks():
+                    break
+            await gate.wait_entered()  # the background summary is in flight
+            (task,) = presummary_tasks()
+            assert (await c.delete("/threads/t")).status_code == 204
+            await asyncio.wait({task}, timeout=5)
+            assert task.cancelled()
+            middleware = app.state.gateway.agents.get("agent").summarization
+            assert middleware.compactor.presummaries.get("t") is None
+    finally:
+        gate.release()
