@@ -6,23 +6,44 @@
    kept the fingerprint, and the background summary of the old message was committed.
 2. Deleting a thread left its background summary running (the deleted thread's messages still
    going to the summarizer) and kept its entry, summary included, in the process.
+3. A model call cancelled with its run (or by a summarizer timeout) never ended its `chat`
+   span: LangChain reports no error to callbacks when `agenerate` itself is cancelled, so the
+   span was never exported.
+
+And a gap: no test read `foldwise.compaction.precomputed` as true from a span or metric.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from foldwise import _telemetry
 from foldwise._steps import run_async
 from foldwise.bench._serve import open_app
 from foldwise.testing import ScriptedChatModel
 from tests.support.gateway import Gate, gateway_config, scripted_factory, user
 from tests.test_gateway_presummary import SETTINGS, brain, presummary_tasks
 from tests.test_presummary import GatedSummarizer, _compactor, _history, _policy, _start
+from tests.test_telemetry import Telemetry, _attrs
+
+
+@pytest.fixture
+def otel() -> Iterator[Telemetry]:
+    """foldwise's spans and metrics, read back from local in-memory providers."""
+    telemetry = Telemetry()
+    _telemetry.use_providers(telemetry.tracer_provider, telemetry.meter_provider)
+    try:
+        yield telemetry
+    finally:
+        _telemetry.use_providers()
+        telemetry.tracer_provider.shutdown()
+        telemetry.meter_provider.shutdown()
+
 
 # -- 1. the fingerprint covers everything the summarizer reads ---------------------------------
 
@@ -105,3 +126,54 @@ async def test_deleting_a_thread_cancels_its_background_summary(tmp_path: Path) 
             assert middleware.compactor.presummaries.get("t") is None
     finally:
         gate.release()
+
+
+# -- 3. a cancelled model call still ends its span ---------------------------------------------
+
+
+async def test_a_cancelled_runs_model_call_span_is_ended(tmp_path: Path, otel: Telemetry) -> None:
+    gate = Gate()
+    model = ScriptedChatModel(responses=[gate.respond("first")])
+    config = gateway_config(tmp_path, {"summarization": {"enabled": False}})
+    try:
+        async with open_app(config, scripted_factory(model)) as (c, _):
+            await c.post("/threads", json={"thread_id": "c"})
+            r = await c.post("/threads/c/runs", json={"assistant_id": "agent", "input": user("x")})
+            run_id = r.json()["run_id"]
+            await gate.wait_entered()
+            cancel = await c.post(f"/threads/c/runs/{run_id}/cancel", params={"wait": "true"})
+            assert cancel.status_code == 200, cancel.text
+    finally:
+        gate.release()
+    (run,) = otel.finished("invoke_agent agent")
+    assert _attrs(run)["foldwise.run.status"] == "interrupted"
+    (chat,) = otel.finished("chat scripted")
+    assert chat.parent is not None and chat.parent.span_id == run.context.span_id
+    assert _attrs(chat)["error.type"] == "CancelledError"
+    assert chat.status.status_code.name == "ERROR"
+    assert chat.end_time is not None and run.end_time is not None
+    assert chat.end_time <= run.end_time
+
+
+async def test_a_precomputed_compaction_is_marked_in_its_span_and_metrics(
+    tmp_path: Path, otel: Telemetry
+) -> None:
+    model = ScriptedChatModel(default=brain())
+    async with open_app(gateway_config(tmp_path, SETTINGS), scripted_factory(model)) as (c, _):
+        await c.post("/threads", json={"thread_id": "t"})
+        receipts: list[dict[str, object]] = []
+        for i in range(8):
+            body = {"assistant_id": "agent", "input": user(f"question {i}")}
+            assert (await c.post("/threads/t/runs/wait", json=body)).status_code == 200
+            tasks = presummary_tasks()
+            if tasks:
+                await asyncio.wait(tasks, timeout=5)
+            receipts = (await c.get("/threads/t/compactions")).json()
+            if receipts:
+                break
+    assert receipts and receipts[-1]["precomputed"] is True
+    (span,) = otel.finished("foldwise.compaction")
+    assert _attrs(span)["foldwise.compaction.precomputed"] is True
+    assert _attrs(span)["foldwise.compaction.id"] == receipts[-1]["id"]
+    counted = otel.metrics()["foldwise.compactions"]
+    assert [(a["foldwise.compaction.precomputed"], n) for a, n in counted] == [(True, 1)]
