@@ -9,6 +9,9 @@
 3. A model call cancelled with its run (or by a summarizer timeout) never ended its `chat`
    span: LangChain reports no error to callbacks when `agenerate` itself is cancelled, so the
    span was never exported.
+4. `configure_from_env` took an application's explicit `NoOpTracerProvider` (tracing turned
+   off on purpose) for "not configured": it installed a meter provider beside it, returned
+   True, and OpenTelemetry warned about an override it refused.
 
 And a gap: no test read `foldwise.compaction.precomputed` as true from a span or metric.
 """
@@ -16,6 +19,10 @@ And a gap: no test read `foldwise.compaction.precomputed` as true from a span or
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -177,3 +184,38 @@ async def test_a_precomputed_compaction_is_marked_in_its_span_and_metrics(
     assert _attrs(span)["foldwise.compaction.id"] == receipts[-1]["id"]
     counted = otel.metrics()["foldwise.compactions"]
     assert [(a["foldwise.compaction.precomputed"], n) for a, n in counted] == [(True, 1)]
+
+
+# -- 4. an application's own no-op tracer provider is left alone -------------------------------
+
+NOOP_APP = """
+import json
+from opentelemetry import metrics, trace
+trace.set_tracer_provider(trace.NoOpTracerProvider())  # the application: tracing off
+from foldwise.gateway._telemetry import configure_from_env
+print(json.dumps({
+    "configured": configure_from_env(),
+    "tracer": type(trace.get_tracer_provider()).__name__,
+    "meter": type(metrics.get_meter_provider()).__name__,
+}))
+"""
+
+
+def test_configure_from_env_leaves_an_applications_no_op_provider_alone() -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env = {**clean, "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "console"}
+    out = subprocess.run(
+        [sys.executable, "-c", NOOP_APP],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        timeout=120,
+        check=True,
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {
+        "configured": False,
+        "tracer": "NoOpTracerProvider",
+        "meter": "_ProxyMeterProvider",
+    }
+    assert "Overriding" not in out.stderr

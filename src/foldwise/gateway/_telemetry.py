@@ -316,6 +316,9 @@ def configure_from_env() -> bool:
 
 
 def _unconfigured(*providers: Any) -> bool:
-    """Whether every provider is still the API's placeholder (no SDK installed yet)."""
-    placeholders = {"ProxyTracerProvider", "_ProxyMeterProvider", "NoOpTracerProvider"}
+    """Whether every provider is still the API's placeholder (no SDK installed yet).
+
+    A no-op provider is not a placeholder: only an application sets one (to turn a signal off).
+    """
+    placeholders = {"ProxyTracerProvider", "_ProxyMeterProvider"}
     return all(type(p).__name__ in placeholders for p in providers)
