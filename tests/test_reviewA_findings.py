@@ -12,6 +12,9 @@
 4. `configure_from_env` took an application's explicit `NoOpTracerProvider` (tracing turned
    off on purpose) for "not configured": it installed a meter provider beside it, returned
    True, and OpenTelemetry warned about an override it refused.
+5. Every histogram is in seconds, but none gave bucket boundaries: the SDK's defaults
+   (0, 5, 10, 25, ... meant for milliseconds) put every run, lease wait and compaction under
+   5 s into one bucket, so no percentile could be read from an exporter.
 
 And a gap: no test read `foldwise.compaction.precomputed` as true from a span or metric.
 """
@@ -219,3 +222,26 @@ def test_configure_from_env_leaves_an_applications_no_op_provider_alone() -> Non
         "meter": "_ProxyMeterProvider",
     }
     assert "Overriding" not in out.stderr
+
+
+# -- 5. the seconds histograms have sub-second buckets ------------------------------------------
+
+
+def test_seconds_histograms_tell_milliseconds_apart(otel: Telemetry) -> None:
+    names = [m.name for m in _telemetry._METRICS.values() if m.kind == "histogram"]
+    assert names and all(_telemetry._METRICS[n].unit == "s" for n in names)
+    for name in names:
+        for seconds in (0.003, 0.012, 0.15, 2.0, 30.0):
+            _telemetry.record(name, seconds, {})
+    data = otel.reader.get_metrics_data()
+    assert data is not None
+    points = {
+        metric.name: metric.data.data_points[0]
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    for name in names:
+        counts = list(points[name].bucket_counts)  # type: ignore[attr-defined]
+        assert sum(counts) == 5
+        assert max(counts) == 1, (name, list(points[name].explicit_bounds))  # type: ignore[attr-defined]
