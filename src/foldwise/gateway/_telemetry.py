@@ -129,10 +129,11 @@ class ModelCallTracer(BaseCallbackHandler):
         LangChain tells callbacks nothing when `agenerate` itself is cancelled (a cancelled run,
         a summarizer timeout): without this such a span would never end, nor be exported.
         """
-        while self._spans:
-            _, opened = self._spans.popitem()
-            telemetry.mark_error(opened, "CancelledError")
-            opened.end()
+        for run_id in list(self._spans):  # a blocking call may still end in its thread
+            opened = self._spans.pop(run_id, None)
+            if opened is not None:
+                telemetry.mark_error(opened, "CancelledError")
+                opened.end()
 
 
 def _usage(response: LLMResult) -> dict[str, AttributeValue]:
