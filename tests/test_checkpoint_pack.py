@@ -3,6 +3,9 @@
 The checkpoints come from real LangGraph runs (with a fork from an older checkpoint, and a
 time-travel continuation of the original branch), recorded as the saver receives them, and
 from adversarial sequences where two branches reuse a version string for different values.
+The count of values spliced is measured (a packer that never splices fails), and the edges are
+pinned: nesting at msgpack's limit is refused as the serializer refuses it, and a value changed
+in place without an update is stored as LangGraph's in-memory saver stores it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import operator
 import pickle
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
@@ -19,6 +23,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
+import foldwise.gateway._checkpoint_pack as pack_module
 from foldwise.gateway._checkpoint_pack import ChannelPacker
 
 SERDE = JsonPlusSerializer()
@@ -71,19 +76,29 @@ def _graph(saver: Recorder) -> Any:
 
 
 def _replay(puts: list[tuple[RunnableConfig, Checkpoint, ChannelVersions]], **kwargs: Any) -> int:
-    """Pack every recorded checkpoint; assert each blob equals the serializer's. Splices."""
+    """Pack every recorded checkpoint; assert each blob equals the serializer's.
+
+    Returns how many channel values were spliced (not packed again).
+    """
     packer = ChannelPacker(SERDE, **kwargs)
-    spliced = 0
-    for config, checkpoint, new_versions in puts:
-        configurable = config["configurable"]
-        thread = (configurable["thread_id"], configurable.get("checkpoint_ns", ""))
-        parent = configurable.get("checkpoint_id")
-        unchanged = len(set(checkpoint["channel_values"]) - set(new_versions))
-        spliced += unchanged if parent is not None and thread in packer._kept else 0
-        assert packer.dumps_typed(thread, parent, checkpoint, new_versions) == SERDE.dumps_typed(
-            checkpoint
-        )
-    return spliced
+    packed = 0
+
+    def counting(value: Any) -> bytes:
+        nonlocal packed
+        packed += 1
+        return real(value)
+
+    real, pack_module._packed_channel = pack_module._packed_channel, counting
+    try:
+        for config, checkpoint, new_versions in puts:
+            configurable = config["configurable"]
+            thread = (configurable["thread_id"], configurable.get("checkpoint_ns", ""))
+            parent = configurable.get("checkpoint_id")
+            blob = packer.dumps_typed(thread, parent, checkpoint, new_versions)
+            assert blob == SERDE.dumps_typed(checkpoint)
+    finally:
+        pack_module._packed_channel = real
+    return sum(len(checkpoint["channel_values"]) for _, checkpoint, _ in puts) - packed
 
 
 def test_blobs_of_real_runs_forks_and_time_travel_equal_the_serializers() -> None:
@@ -170,3 +185,79 @@ def test_kept_bytes_are_bounded_and_forgotten() -> None:
     huge = _checkpoint("c", {"doc": "x" * 5000}, {"doc": "1"})
     assert packer.dumps_typed(("t9", ""), None, huge, {}) == SERDE.dumps_typed(huge)
     assert ("t9", "") not in packer._kept
+
+
+def _deep(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_a_value_nested_past_the_limit_is_refused_as_the_serializer_refuses_it() -> None:
+    # Packed on its own, a channel value had two levels more to spare than in the checkpoint:
+    # the splice wrote a blob for a checkpoint the serializer refuses.
+    fits = _checkpoint("c1", {"doc": _deep(253)}, {"doc": "1"})
+    deep = _checkpoint("c2", {"doc": _deep(254)}, {"doc": "2"})
+    packer = ChannelPacker(SERDE)
+    assert packer.dumps_typed(("t", ""), None, fits, {"doc": "1"}) == SERDE.dumps_typed(fits)
+    with pytest.raises(TypeError, match="Recursion limit"):
+        SERDE.dumps_typed(deep)
+    with pytest.raises(TypeError, match="Recursion limit"):
+        packer.dumps_typed(("t", ""), "c1", deep, {"doc": "2"})
+    fallback = JsonPlusSerializer(pickle_fallback=True)
+    packed = ChannelPacker(fallback).dumps_typed(("t", ""), None, deep, {"doc": "2"})
+    assert packed == fallback.dumps_typed(deep) and packed[0] == "pickle"
+
+
+class _Log(TypedDict):
+    log: list[str]
+    steps: Annotated[int, operator.add]
+
+
+class _PackingSaver(InMemorySaver):
+    """An in-memory saver that also packs each checkpoint when it is put (as the SQLite one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.packer = ChannelPacker(SERDE)
+        self.packed: list[tuple[tuple[str, bytes], tuple[str, bytes]]] = []
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        configurable = config["configurable"]
+        thread = (configurable["thread_id"], configurable.get("checkpoint_ns", ""))
+        parent = configurable.get("checkpoint_id")
+        spliced = self.packer.dumps_typed(thread, parent, checkpoint, new_versions)
+        self.packed.append((spliced, SERDE.dumps_typed(checkpoint)))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+def test_a_value_changed_in_place_is_stored_as_langgraphs_in_memory_saver_stores_it() -> None:
+    # The documented exception: a node that changes a channel value in place and returns no
+    # update for it leaves its version, so its bytes from the step before are spliced.
+    def grow(state: _Log) -> dict[str, Any]:
+        state["log"].append("changed in place")
+        return {"steps": 1}
+
+    def after(state: _Log) -> dict[str, Any]:
+        return {"steps": 1}
+
+    builder = StateGraph(_Log)
+    builder.add_node("grow", grow)
+    builder.add_node("after", after)
+    builder.add_edge(START, "grow")
+    builder.add_edge("grow", "after")
+    builder.add_edge("after", END)
+    saver = _PackingSaver()
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    builder.compile(checkpointer=saver).invoke({"log": ["a"], "steps": 0}, config)
+    spliced, whole = saver.packed[-1]
+    assert SERDE.loads_typed(whole)["channel_values"]["log"] == ["a", "changed in place"]
+    assert SERDE.loads_typed(spliced)["channel_values"]["log"] == ["a"]
+    assert saver.get_tuple(config).checkpoint["channel_values"]["log"] == ["a"]  # type: ignore[union-attr]

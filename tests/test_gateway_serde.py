@@ -145,3 +145,20 @@ def test_sse_frames_are_valid_utf8_json() -> None:
     head, data = frame.decode("utf-8").split("data: ")
     assert head == "event: values\nid: 7\n"
     assert json.loads(data)["t"] == "x\ufffd"
+
+
+@dataclasses.dataclass
+class Link:
+    next: Any
+    note: str = "\ud800"  # a lone surrogate: the value takes the pure-Python path
+
+
+def test_nested_dataclasses_count_one_level_each_on_the_pure_python_path() -> None:
+    # Before orjson, `jsonable` cut nesting at 200 levels whatever they were; the pure-Python
+    # path counted a dataclass as two (its fields' dict, then the fields) and cut at 100.
+    chain: Any = None
+    expected: Any = None
+    for _ in range(150):
+        chain, expected = Link(chain), {"next": expected, "note": "\ufffd"}
+    assert jsonable(chain) == expected
+    assert json.loads(dumps(chain)) == expected

@@ -86,3 +86,35 @@ async def test_a_lock_held_past_the_busy_timeout_fails_as_before(tmp_path: Path)
         other.execute("ROLLBACK")
         other.close()
         await conn.close()
+
+
+class _InterruptedAfterPragma:
+    """A connection double: the exception of a signal arrives right after one statement."""
+
+    def __init__(self, conn: sqlite3.Connection, after: str) -> None:
+        self._conn = conn
+        self._after = after
+
+    def execute(self, sql: str, *params: object) -> sqlite3.Cursor:
+        cursor = self._conn.execute(sql, *params)
+        if sql == self._after:
+            self._after = ""
+            raise KeyboardInterrupt
+        return cursor
+
+
+async def test_the_busy_timeout_is_restored_when_interrupted_after_setting_it(
+    tmp_path: Path,
+) -> None:
+    conn = await _open(tmp_path / "db.sqlite", 5000)
+    real = conn.conn
+    conn._conn = _InterruptedAfterPragma(real, "PRAGMA busy_timeout = 0")  # type: ignore[assignment]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            await conn.begin_immediate()
+    finally:
+        conn._conn = real
+    try:
+        assert _timeout(conn) == 5000 and not conn.conn.in_transaction
+    finally:
+        await conn.close()

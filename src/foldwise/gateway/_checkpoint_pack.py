@@ -9,7 +9,14 @@ keeps each channel's packed bytes with the version they were packed at and, when
 checkpoint of the thread is a child of that one (its parent is the checkpoint they were
 packed for), splices the bytes of each channel whose version is unchanged into the blob.
 msgpack is compositional (a map is a header followed by its packed keys and values), so the
-blob is byte for byte what the serializer writes for the whole checkpoint (a test holds this).
+blob is byte for byte what the serializer writes for the whole checkpoint (a test holds this),
+and a value nested too deeply is refused as the serializer refuses it.
+
+One exception, by design: a channel value changed in place by a node without an update (no new
+version) is stored as LangGraph's in-memory and PostgreSQL savers store it, as of its last
+update, while the thread's bytes are kept here; when they are not (another branch, a restart,
+the bound below) the whole checkpoint is packed anew and holds the change. LangGraph state is
+updated by what nodes return; of LangGraph's savers only the SQLite one stored such a change.
 
 Only LangGraph's own `JsonPlusSerializer` is spliced; any other serializer (encryption, a
 subclass) and any value msgpack refuses (the serializer may fall back to pickle) take the
@@ -41,6 +48,20 @@ def _map_header(size: int) -> bytes:
     if size < 1 << 16:
         return b"\xde" + struct.pack(">H", size)
     return b"\xdf" + struct.pack(">I", size)
+
+
+_NESTING = b"\x91\x91"
+"""Two one-item arrays: the two levels above a channel value (the checkpoint, its values)."""
+
+
+def _packed_channel(value: Any) -> bytes:
+    """A channel value's bytes, packed at its depth in the checkpoint.
+
+    ormsgpack refuses nesting past its recursion limit: packed on its own a value gets two
+    more levels than inside the checkpoint, and the serializer would refuse a checkpoint the
+    splice would write. Packed two levels down, it is refused exactly when the whole is.
+    """
+    return _msgpack_enc([[value]])[len(_NESTING) :]
 
 
 class ChannelPacker:
@@ -103,7 +124,7 @@ class ChannelPacker:
             if old is not None and old[0] == version and channel not in new_versions:
                 packed = old[1]
             else:
-                packed = _msgpack_enc(value)
+                packed = _packed_channel(value)
             if version is not None:
                 fresh[channel] = (version, packed)
             parts += (_msgpack_enc(channel), packed)

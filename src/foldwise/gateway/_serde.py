@@ -130,7 +130,9 @@ def _plain(value: Any, _depth: int = 0) -> Any:
         return {_clean_text(str(k)): _plain(v, depth) for k, v in value.items()}
     converted = _scalar(value)
     if converted is not _UNKNOWN:
-        return _plain(converted, depth)
+        # A dataclass's fields are one level down, as a mapping's items (not two: the dict
+        # `_scalar` makes of it is no level of its own); an enum's value is one level down.
+        return _plain(converted, depth if isinstance(value, Enum) else _depth)
     if hasattr(value, "_asdict"):  # named tuples (e.g. LangGraph's PregelTask)
         return _plain(value._asdict(), depth)
     if hasattr(value, "value") and type(value).__name__ in ("Overwrite", "Interrupt"):

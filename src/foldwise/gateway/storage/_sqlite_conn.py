@@ -130,8 +130,8 @@ class LoopConnection:
         conn = self.conn
         row = conn.execute("PRAGMA busy_timeout").fetchone()
         timeout = int(row[0]) if row else 0
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
+        try:  # restored whatever is raised, a signal's exception right after the PRAGMA too
+            conn.execute("PRAGMA busy_timeout = 0")
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if is_busy(exc):
