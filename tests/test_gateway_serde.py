@@ -162,3 +162,10 @@ def test_nested_dataclasses_count_one_level_each_on_the_pure_python_path() -> No
         chain, expected = Link(chain), {"next": expected, "note": "\ufffd"}
     assert jsonable(chain) == expected
     assert json.loads(dumps(chain)) == expected
+
+
+def test_keys_orjson_refuses_are_written_as_json_writes_them() -> None:
+    # As `json.dumps` (and LangGraph Server) write them: True -> "true", None -> "null".
+    expected = {"true": 1, "null": 2, "3": [4], "1.5": {"false": 0}}
+    value = {True: 1, None: 2, 3: [4], 1.5: {False: 0}}
+    assert json.loads(dumps(value)) == jsonable(value) == expected

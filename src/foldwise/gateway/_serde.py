@@ -111,6 +111,15 @@ def _marker(value: Any, convert: Any) -> dict[str, Any]:
     return out
 
 
+def _key(key: Any) -> str:
+    """A mapping key as JSON (and LangGraph Server) write it: True is "true", None "null"."""
+    if isinstance(key, str):
+        return _clean_text(key)
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    return _clean_text(str(key))
+
+
 def _plain(value: Any, _depth: int = 0) -> Any:
     """`jsonable` in pure Python (what orjson refuses): the same JSON, surrogates replaced."""
     if _depth > _MAX_DEPTH:
@@ -127,7 +136,7 @@ def _plain(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, list | tuple | set | frozenset):
         return [_plain(v, depth) for v in value]
     if isinstance(value, Mapping):
-        return {_clean_text(str(k)): _plain(v, depth) for k, v in value.items()}
+        return {_key(k): _plain(v, depth) for k, v in value.items()}
     converted = _scalar(value)
     if converted is not _UNKNOWN:
         # A dataclass's fields are one level down, as a mapping's items (not two: the dict
