@@ -182,3 +182,25 @@ async def test_a_lost_lease_drops_only_its_own_batch() -> None:
     held.hold("t1", new, "step 2")
     assert await held.take("t1", new) == []
     assert committed[-1] == ("new", ["step 2"]) and held.threads() == []
+
+
+async def test_a_flush_returns_only_once_an_earlier_flushs_writes_are_committed() -> None:
+    """A run's end (second flush) must not pass a read's flush still committing its writes."""
+    lease = Lease("t1", "run", 1, None)  # type: ignore[arg-type]
+    release = asyncio.Event()
+    committed: list[list[str]] = []
+
+    async def commit(_lease: Lease, payloads: list[str]) -> None:
+        await release.wait()
+        committed.append(payloads)
+
+    held: HeldWrites[str] = HeldWrites(commit)
+    held.hold("t1", lease, "interrupt")
+    reading = asyncio.create_task(held.settle("t1"))  # a read's settle: pops, then commits
+    await asyncio.sleep(0)
+    ending = asyncio.create_task(flush_writes(type("Saver", (), {"held_writes": held})(), "t1"))
+    await asyncio.sleep(0.05)
+    assert not ending.done()  # waits for the read's commit instead of finding nothing
+    release.set()
+    await asyncio.gather(reading, ending)
+    assert committed == [["interrupt"]]

@@ -21,6 +21,7 @@ saver on Postgres.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
@@ -50,6 +51,9 @@ class HeldWrites(Generic[P]):
     def __init__(self, commit: Callable[[Lease, list[P]], Awaitable[None]]) -> None:
         self._commit = commit
         self._held: dict[str, list[Held[P]]] = {}
+        self._flushing = asyncio.Lock()
+        """One flush at a time: a flush returns only once writes an earlier one popped are
+        committed (a run's end must not pass a read's flush still in flight)."""
 
     def threads(self) -> list[str]:
         """The threads with held writes."""
@@ -91,6 +95,10 @@ class HeldWrites(Generic[P]):
                 writes held under other leases stay held).
             Exception: The database error of a failed commit (the writes stay held).
         """
+        async with self._flushing:
+            await self._flush(thread_id)
+
+    async def _flush(self, thread_id: str) -> None:
         held = self._held.pop(thread_id, [])
         while held:
             lease = held[0][0]
