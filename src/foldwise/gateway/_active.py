@@ -16,12 +16,24 @@ from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._checkpointer_sqlite import flush_writes
 from foldwise.gateway._errors import LeaseLostError, RunFailedError, RunInterruptedError
+from foldwise.gateway._leases import Lease
 from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway.storage import GatewayStorage, RunStatus
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["REPLAY_EVENTS", "ActiveRun", "RunSpec", "flush_run_writes", "record_start"]
+__all__ = [
+    "DEAD_WORKER",
+    "REPLAY_EVENTS",
+    "ActiveRun",
+    "RunSpec",
+    "fail_dead_runs",
+    "flush_run_writes",
+    "record_start",
+]
+
+DEAD_WORKER = "worker died during the run"
+"""The error of a run whose worker stopped while it ran (its lease lapsed)."""
 
 REPLAY_EVENTS = 10_000
 """Events a resumable run keeps for clients that rejoin with `Last-Event-ID`."""
@@ -209,6 +221,28 @@ async def record_start(
         # left its messages and receipts unrecorded; they go first, then the inputs.
         await recorder.reconcile(values, inputs)
     return True
+
+
+async def fail_dead_runs(
+    storage: GatewayStorage, thread_id: str, lease: Lease | None, live: Mapping[str, Any]
+) -> None:
+    """Fail the thread's runs left `running` by a dead worker (none of `live` is dead).
+
+    Called holding the thread's `lease`, so a `running` run not in `live` has no worker.
+
+    Raises:
+        LeaseLostError: The holder stalled past its lease since it took it: such a run may be
+            live in the worker that took the thread over, so none is failed.
+    """
+    dead = [
+        record
+        for record in await storage.list_runs(thread_id, limit=20)
+        if record.status == "running" and record.run_id not in live
+    ]
+    if dead and lease is not None:
+        await lease.verify()  # a query only when there is something to fail
+    for record in dead:
+        await storage.finish_run(record.run_id, "error", DEAD_WORKER)
 
 
 async def flush_run_writes(run: ActiveRun, status: RunStatus) -> RunStatus:

@@ -141,11 +141,16 @@ class ThreadLeases:
             raise BusyError(thread_id, what, retry_after)
 
     async def release(self, thread_id: str, holder: str) -> None:
-        """Release the lease if `holder` still holds it; failures are logged, never raised."""
-        self._held.pop((thread_id, holder), None)
+        """Release the lease if `holder` still holds it; failures are logged, never raised.
+
+        Only this acquisition's (its fencing token): a queued run's holder is its run id in
+        every worker, and another worker may have taken the lapsed lease over for that run.
+        """
+        lease = self._held.pop((thread_id, holder), None)
+        token = None if lease is None else lease.token
         try:
             crash_point("lease.release.before")  # tests only
-            await self.storage.release_thread_lock(thread_id, holder)
+            await self.storage.release_thread_lock(thread_id, holder, token=token)
             crash_point("lease.release.after")  # tests only
         except StorageError:
             logger.exception(
@@ -153,6 +158,10 @@ class ThreadLeases:
                 thread_id,
                 holder,
             )
+
+    def held(self, thread_id: str, holder: str) -> Lease | None:
+        """The lease `holder` took here on the thread and has not released, if any."""
+        return self._held.get((thread_id, holder))
 
     def fence(self, thread_id: str, holder: str) -> dict[str, Any]:
         """The `configurable` entries that fence a LangGraph write with `holder`'s lease.
@@ -177,10 +186,14 @@ class ThreadLeases:
         """
         interval = self.ttl / 3
         last_ok = time.monotonic()
+        lease = self._held.get((thread_id, holder))
+        token = None if lease is None else lease.token
         while True:
             await asyncio.sleep(interval)
             try:
-                renewed = await self.storage.renew_thread_lock(thread_id, holder, self.ttl)
+                renewed = await self.storage.renew_thread_lock(
+                    thread_id, holder, self.ttl, token=token
+                )
             except StorageError as error:
                 logger.warning("lease renewal failed for thread %s: %s", thread_id, error)
                 if time.monotonic() - last_ok < self.ttl:

@@ -41,10 +41,11 @@ from typing import Any, Literal
 from langchain_core.messages import messages_from_dict, messages_to_dict
 
 from foldwise.errors import ThreadBusyError, ThreadNotFoundError
+from foldwise.gateway._active import DEAD_WORKER
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._errors import BusyError, GatewayClosingError
-from foldwise.gateway._manager import DEAD_WORKER, ActiveRun, RunManager, RunSpec
+from foldwise.gateway._manager import ActiveRun, RunManager, RunSpec
 from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway._telemetry import note_dequeued, note_queue, traced_enqueue
 from foldwise.gateway.storage import RunRecord, ThreadStatus

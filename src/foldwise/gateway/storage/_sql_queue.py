@@ -154,6 +154,14 @@ class SqlQueueMixin(SqlEventsMixin):
         async with d.write("delete_run", tid) as s:
             return await s.execute(d.sql(query), (run_id, tid)) > 0
 
+    async def fail_pending_run(self, run_id: str, error: str) -> bool:
+        """Finish a run `error` if it is still `pending` (it could not start); else `False`.
+
+        A claimant that stalled past its lease must not end the run: the worker that took the
+        lapsed lease over may be running it.
+        """
+        return await self._leave_pending("fail_pending_run", run_id, "error", error)
+
     async def cancel_pending_run(self, run_id: str, error: str) -> bool:
         """Finish a run `interrupted` if it is still `pending`; `False` if it is not."""
         return await self._leave_pending("cancel_pending_run", run_id, "interrupted", error)
