@@ -73,7 +73,7 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
         assert data["unavailable"] == {SHIPPED: reason, FAST: reason}
     for column in data["columns"]:
         _sane(column)
-    assert [t["check"].split(":")[0] for t in data["targets"]] == [SQLITE] * 5
+    assert [t["check"].split(":")[0] for t in data["targets"]] == [SQLITE] * 6
     text = doc.read_text("utf-8")
     assert text.startswith("# Benchmarks\n\nhand-written text\n")
     assert BEGIN_MARK in text and END_MARK in text
@@ -155,3 +155,16 @@ def test_the_poll_patch_replaces_the_half_second_sleep() -> None:
     note, consts = done.stdout.strip().splitlines()
     assert note.endswith("asyncio.sleep(0.5) -> asyncio.sleep(0.005)")
     assert "0.005" in consts and "0.5" not in consts
+
+
+def test_errors_under_load_fail_the_check() -> None:
+    """Requests/s counts only answered requests: errors must show as a failed target."""
+    column = _column(SQLITE, 10.0, 0.1)
+    column.concurrent_requests, column.concurrent_errors = 2700, 300
+    report = GatewayBenchReport([column], sizes={"clients": 16, "seconds": 30})
+    verdicts = {name: (value, ok) for name, value, ok in checks(report)}
+    assert verdicts[f"{SQLITE}: ≥ 80 requests/s"][1] is True  # 100/s answered
+    assert verdicts[f"{SQLITE}: no errors under load"] == ("300 of 3000 requests", False)
+    assert not report.passed
+    column.concurrent_errors = 0
+    assert report.passed
