@@ -100,6 +100,8 @@ class ActiveRun:
     lease_lost: bool = False
     stopping: bool = False
     """`cancel` was called: later calls (a second lease-loss signal) must not cancel the cleanup."""
+    finishing: bool = False
+    """Its work is over and it records its end: `cancel` does nothing any more."""
     paused: bool = False
     """The graph stopped at an `interrupt()`: the run ends `interrupted`, without an error."""
     rollback: bool = False
@@ -165,7 +167,9 @@ class ActiveRun:
 
         With `rollback`, the thread is put back where the run started and the run deleted.
         """
-        if self.task is None or self.task.done():
+        if self.task is None or self.task.done() or self.finishing:
+            # Its work is over: it is recording its end (its row, the thread's status, the
+            # lease); cancelling that would leave the row `running` and the lease held.
             return
         self.rollback = self.rollback or rollback
         if not self.stopping:

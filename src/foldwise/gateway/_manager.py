@@ -427,9 +427,9 @@ class RunManager:
             run.lease_lost = run.lease_lost or isinstance(error, LeaseLostError)
             logger.exception("run %s on thread %s failed", run.run_id, run.thread_id)
         finally:
+            run.finishing = True  # a cancel from now on changes nothing (`ActiveRun.cancel`)
             keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            await asyncio.wait({keeper})
             status = await flush_run_writes(run, status)
             await self._finish(run, status, config)
 
