@@ -155,3 +155,28 @@ async def test_a_queued_streamed_run_starts_where_its_client_waits(
         run_id = events[0][1]["run_id"]
         assert run_id in pair.app_b.state.gateway.runs.recent  # it ran in B
         assert run_id not in pair.app_a.state.gateway.runs.recent
+
+
+async def test_interrupt_from_another_worker_cancels_the_queued_runs_first(
+    tmp_path: Path, storage_url: str
+) -> None:
+    """Else worker A starts the queued run as soon as it stopped its running one: B got 409."""
+    async with _two_workers(tmp_path, storage_url) as pair:
+        gate, a, b = pair.gate, pair.a, pair.b
+        thread = (await a.threads.create())["thread_id"]
+        first = await a.runs.create(thread, "agent", input=user("hold"))
+        await gate.wait_entered()
+        queued = await a.runs.create(
+            thread, "agent", input=user("queued"), multitask_strategy="enqueue"
+        )
+        assert queued["status"] == "pending"
+        instead = asyncio.create_task(
+            b.runs.wait(thread, "agent", input=user("instead"), multitask_strategy="interrupt")
+        )
+        try:
+            assert await _final(a, thread, first["run_id"]) == "interrupted"
+            values = await asyncio.wait_for(instead, 30)
+        finally:
+            gate.release()
+        assert await _final(a, thread, queued["run_id"]) == "interrupted"  # never ran
+        assert contents(values) == ["hold", "instead", "answer 2 to instead"]
