@@ -76,6 +76,20 @@ async def test_cancel_requests_on_both_databases(storage_url: str) -> None:
         assert await storage.take_cancel_requests([running]) == {}  # taken once
 
 
+async def test_requests_of_runs_that_ended_unread_do_not_pile_up(storage_url: str) -> None:
+    """A cancel that races the run's end is never read; the next request drops it."""
+    async with open_storage(storage_url) as storage:
+        await storage.create_thread("t")
+        ended, running = str(uuid.uuid4()), str(uuid.uuid4())
+        await storage.create_run("t", ended, "agent", "run")
+        assert await storage.request_cancel(ended, "interrupt")
+        await storage.finish_run(ended, "success")  # before its worker read the request
+        await storage.create_run("t", running, "agent", "run")
+        assert await storage.request_cancel(running, "interrupt")
+        assert await storage.take_cancel_requests([ended, running]) == {running: "interrupt"}
+        assert not await storage.request_cancel(ended, "interrupt")
+
+
 async def test_a_run_in_another_worker_is_cancelled(tmp_path: Path, storage_url: str) -> None:
     async with _two_workers(tmp_path, storage_url) as pair:
         gate, a, b = pair.gate, pair.a, pair.b

@@ -172,13 +172,20 @@ class SqlQueueMixin(SqlEventsMixin):
         """Ask the worker executing the run to stop it (`interrupt` or `rollback`).
 
         Returns `False` when the run is not `running` (nothing to ask). A second request for
-        the same run keeps the first one's action.
+        the same run keeps the first one's action. The requests of runs that ended before
+        their worker read them are dropped here (else they would stay until the run is).
         """
         validate_run_id(run_id)
         if action not in ("interrupt", "rollback"):
             raise ValueError(f"action: 'interrupt' or 'rollback', got {action!r}")
         d = self._dialect
         async with d.write("request_cancel", None) as s:
+            await s.execute(
+                d.sql(
+                    "DELETE FROM {p}run_cancels WHERE run_id NOT IN "
+                    "(SELECT run_id FROM {p}runs WHERE status = 'running')"
+                )
+            )
             changed = await s.execute(
                 d.sql(
                     "INSERT INTO {p}run_cancels (run_id, action, requested_at) "
