@@ -50,9 +50,9 @@ def _sane(column: dict[str, object]) -> None:
 def test_quick_run_end_to_end(tmp_path: Path) -> None:
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\nhand-written text\n", "utf-8")
-    result = CliRunner().invoke(
-        app, ["bench", "gateway", "--quick", "--json", "--write", str(doc)], catch_exceptions=False
-    )
+    work = tmp_path / "work"
+    options = ["--quick", "--json", "--write", str(doc), "--workdir", str(work)]
+    result = CliRunner().invoke(app, ["bench", "gateway", *options], catch_exceptions=False)
     data = json.loads(result.output)
     assert result.exit_code == (0 if data["passed"] else 1), result.output
     labels = [c["label"] for c in data["columns"]]
@@ -60,10 +60,12 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     if reason is None:
         assert labels == [SHIPPED, FAST, SQLITE]
         assert data["unavailable"] == {}
-        # the shortened poll is what the 5 ms column measures: far below the 0.5 s poll
-        shipped, fast = data["columns"][0], data["columns"][1]
-        assert shipped["create_wait_p50"] > 400
-        assert fast["create_wait_p50"] < shipped["create_wait_p50"] / 3
+        # the 5 ms column's server ran with the shortened poll, the other as shipped (said in
+        # their logs; no timing asserted here: the machine is shared)
+        patched = "Runs.next: asyncio.sleep(0.5) -> asyncio.sleep(0.005)"
+        assert all(patched in log.read_text() for log in (work / "lg5").glob("langgraph-*.log"))
+        assert not any(patched in log.read_text() for log in (work / "lg").glob("langgraph-*.log"))
+        assert list((work / "lg5").glob("langgraph-*.log"))
         assert set(data["ratios_foldwise_over_langgraph_5ms"][SQLITE]) >= {
             "create thread + runs.wait p50 (ms)",
             "2 clients x 2 s, requests/s",
