@@ -417,11 +417,14 @@ class SqlGatewayStorage(SqlQueueMixin, SqlOverviewMixin):
         """Extend the lease to now + ttl if `holder` still holds it (with `token`, if given).
 
         A queued run's holder is its run id in every worker that claims it: the token tells
-        this worker's claim from the one that took the lapsed lease over.
+        this worker's claim from the one that took the lapsed lease over. A lapsed lease is
+        not renewed even if nobody took it: a reader has judged its run dead (`settle`).
         """
         holder_text, _, ttl = check_lock_args(thread_id, holder, None, ttl_seconds)
         where, args = _holder_match(thread_id, holder_text, token)
-        query = self._dialect.sql(f"UPDATE {{p}}thread_locks SET expires_at = {{later}} {where}")
+        query = self._dialect.sql(
+            f"UPDATE {{p}}thread_locks SET expires_at = {{later}} {where} AND expires_at > {{now}}"
+        )
         async with self._dialect.write("renew_thread_lock", thread_id) as s:
             return await s.execute(query, (ttl, *args)) > 0
 
