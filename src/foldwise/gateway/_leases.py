@@ -1,10 +1,11 @@
 """One run or compaction per thread, across processes: the storage lease, renewed while held.
 
 Every operation that writes a thread (a run, a compaction, a deletion) takes the thread's lease
-in `thread_locks` with a holder unique to the operation, renews it every `ttl / 3` seconds while
-it works, and releases it when it ends, whatever the outcome. A second operation gets
-`BusyError` (409 with `Retry-After`). When a renewal finds that another holder took the lease
-over (this worker stalled past the TTL), the operation is stopped.
+in `thread_locks` with a holder unique to the operation (a queued run's is its run id in every
+worker that claims it: renewals and releases also name the acquisition's fencing token), renews
+it every `ttl / 3` seconds while it works, and releases it when it ends, whatever the outcome.
+A second operation gets `BusyError` (409 with `Retry-After`). When a renewal finds the lease
+lapsed (this worker stalled past the TTL), taken over or not, the operation is stopped.
 
 Leases also fence writes. Every acquisition gets a fencing token (one more than the thread's
 previous one); the operation's LangGraph config carries its `Lease` under `LEASE_KEY`, and the
@@ -181,8 +182,8 @@ class ThreadLeases:
     async def keep_alive(self, thread_id: str, holder: str, on_lost: Callable[[], None]) -> None:
         """Renew the lease every `ttl / 3` seconds until cancelled; call `on_lost` if it is lost.
 
-        The lease counts as lost when a renewal says someone else holds it, or when renewals
-        have failed (database errors) for longer than the TTL.
+        The lease counts as lost when a renewal finds it lapsed or someone else's, or when
+        renewals have failed (database errors) for longer than the TTL.
         """
         interval = self.ttl / 3
         last_ok = time.monotonic()
