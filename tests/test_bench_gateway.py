@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -19,9 +20,9 @@ from foldwise.bench._gateway_bench import (
     GatewayBenchReport,
     write_gateway_report,
 )
-from foldwise.bench._gateway_measure import ColumnResult
+from foldwise.bench._gateway_measure import ColumnResult, Sizes, _growing, _Lane, _sequential
 from foldwise.bench._gateway_render import checks
-from foldwise.bench._gateway_targets import langgraph_unavailable
+from foldwise.bench._gateway_targets import Target, langgraph_unavailable
 from foldwise.cli import app
 
 CHILD = Path(__file__).resolve().parents[1] / "src" / "foldwise" / "bench" / "_gateway_lg_child.py"
@@ -157,6 +158,38 @@ def test_the_poll_patch_replaces_the_half_second_sleep() -> None:
     note, consts = done.stdout.strip().splitlines()
     assert note.endswith("asyncio.sleep(0.5) -> asyncio.sleep(0.005)")
     assert "0.005" in consts and "0.5" not in consts
+
+
+class _Recording:
+    """A langgraph_sdk client double: answers like the stub and logs which server was asked."""
+
+    def __init__(self, label: str, log: list[str]) -> None:
+        self.label, self.log = label, log
+        self.threads, self.runs = self, self
+
+    async def create(self) -> dict[str, str]:
+        return {"thread_id": "t"}
+
+    async def wait(self, thread_id: str, assistant: str, *, input: Any) -> dict[str, Any]:
+        self.log.append(self.label)
+        text = input["messages"][0]["content"]
+        return {"messages": [{"content": f"re: {text}"}]}
+
+
+async def test_side_by_side_targets_take_turns_in_alternating_order() -> None:
+    log: list[str] = []
+    lanes = [
+        _Lane(Target(name, "http://x", 1), _Recording(name, log), ColumnResult(name))
+        for name in ("A", "B")
+    ]
+    sizes = Sizes(sequential=3, warmup=1, turns=4, window=2, clients=1, seconds=1, streams=1)
+    await _sequential(lanes, sizes)
+    assert log == ["A", "B", "B", "A", "A", "B", "B", "A"]  # warm-up round, then 3 measured
+    assert [lane.result.sequential_samples for lane in lanes] == [3, 3]
+    log.clear()
+    await _growing(lanes, sizes)
+    assert log == ["A", "B", "B", "A", "A", "B", "B", "A"]
+    assert [len(lane.result.turn_latencies) for lane in lanes] == [4, 4]
 
 
 def test_errors_under_load_fail_the_check() -> None:

@@ -76,7 +76,7 @@ async def _wait(client: Any, thread: str, text: str) -> dict[str, Any]:
     return dict(response.json())
 
 
-async def test_a_run_costs_one_transaction_per_storage_step_and_two_thread_hops_each(
+async def test_a_run_costs_one_transaction_per_storage_step_and_one_thread_hop_each(
     tmp_path: Path,
 ) -> None:
     model = ScriptedChatModel(default="ok")
@@ -91,17 +91,22 @@ async def test_a_run_costs_one_transaction_per_storage_step_and_two_thread_hops_
         storage, checkpoints = sql.counts["storage"], sql.counts["checkpoints"]
         # Storage: lease taken; run row + thread busy + input (one); the answer; run row
         # finished + thread idle (one); lease released. Before issue 16: eight.
-        assert storage["BEGIN"] == storage["COMMIT"] == 5, storage
+        assert storage["COMMIT"] == 5, storage
         # Checkpoints: one transaction per step, its task writes committed with its checkpoint
         # (before issue 16: one for the writes and one for the checkpoint).
         steps = checkpoints["INSERT checkpoints"]
         assert steps >= 3, checkpoints  # input, model, and the middleware steps around it
         assert checkpoints["INSERT writes"] >= steps, checkpoints
-        assert checkpoints["BEGIN"] == checkpoints["COMMIT"] == steps, checkpoints
-        # Of the statements, only BEGIN IMMEDIATE and COMMIT leave the event loop (aiosqlite:
-        # every call did); a checkpoint read (blobs can be megabytes) is one worker call.
+        assert checkpoints["COMMIT"] == steps, checkpoints
+        # Of the statements, only COMMIT leaves the event loop, and BEGIN IMMEDIATE when the
+        # other connection holds the writer lock: tried inline first, it is tried again in the
+        # worker thread, where it may wait (aiosqlite: every call left the loop).
+        transactions = busy = 0
         for name, counts in sql.counts.items():
-            assert sql.threaded[name] == counts["BEGIN"] + counts["COMMIT"], (name, counts)
+            retried = counts["BEGIN"] - counts["COMMIT"]
+            assert sql.threaded[name] == counts["COMMIT"] + retried, (name, counts)
+            transactions, busy = transactions + counts["COMMIT"], busy + retried
+        assert busy <= transactions // 4, sql.counts  # the lock is mostly free
         assert sql.reads == {"checkpoints": 2}, sql.reads  # the run's start and its answer
 
 

@@ -22,11 +22,12 @@ committed):
 - `checkpoint.before`, `checkpoint.after`: a checkpoint written under a thread lease (every
   step of a run, an automatic compaction's state update, a manual compaction's checkpoint),
   in `foldwise.gateway._checkpointer.FencedWrites.aput` (Postgres) and
-  `foldwise.gateway._checkpointer_sqlite.FencedSqliteSaver.aput` (SQLite, where the step's
-  task writes commit in the same transaction).
-- `writes.before`, `writes.after`: a step's pending writes under a lease committed on their
-  own (`aput_writes` on Postgres; on SQLite `FencedSqliteSaver.aflush`, for writes no
-  checkpoint took along: an interrupt's, an error's).
+  `foldwise.gateway._checkpointer_sqlite.FencedSqliteSaver.aput` (SQLite); on both the step's
+  task writes commit in the same transaction.
+- `writes.before`, `writes.after`: a step's task writes under a lease committed on their own,
+  in `foldwise.gateway._held_writes.HeldWrites.flush` (both backends): writes no checkpoint
+  took along (an interrupt's, an error's) when the run ends or a read of the thread settles
+  them, and writes held under another lease before a checkpoint.
 - `transcript.before`, `transcript.after`: messages appended to the transcript while a run
   streams (`TranscriptRecorder.messages`), and what a run start records (`reconcile`: the
   input and whatever a crash left in the state only).

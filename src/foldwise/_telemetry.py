@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AVAILABLE",
     "INSTRUMENTATION_NAME",
+    "SECONDS_BUCKETS",
     "AttributeValue",
     "SpanLike",
     "add",
@@ -87,6 +88,15 @@ class _NoSpan:
 
 
 _NO_SPAN = _NoSpan()
+
+
+SECONDS_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
+    1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+"""Bucket boundaries of every histogram (all in seconds): 1 ms to 82 s, the upper part being the
+`gen_ai.client.operation.duration` advice. The SDK's default boundaries (0, 5, 10, 25, ...) are
+meant for milliseconds and would put everything under 5 s into one bucket."""
 
 
 @dataclass(frozen=True)
@@ -179,8 +189,15 @@ def _instrument(name: str) -> Any:
         return found
     spec = _METRICS[name]
     meter = _get_meter()
-    make = meter.create_counter if spec.kind == "counter" else meter.create_histogram
-    found = make(spec.name, unit=spec.unit, description=spec.description)
+    if spec.kind == "counter":
+        found = meter.create_counter(spec.name, unit=spec.unit, description=spec.description)
+    else:
+        found = meter.create_histogram(
+            spec.name,
+            unit=spec.unit,
+            description=spec.description,
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
     _instruments[name] = found
     return found
 

@@ -1,12 +1,13 @@
 """`foldwise bench gateway`: foldwise's gateway next to LangGraph's own server, one run.
 
-The columns, each measured in turn against the same OpenAI-compatible stub (one child
-process, ~1 ms per call) with the official `langgraph_sdk` client: LangGraph's in-memory
-server as shipped (``langgraph dev``), the same with its queue's idle poll shortened to 5 ms
-(a patch in its child process only, see `foldwise.bench._gateway_lg_child`), `foldwise serve`
-on SQLite and, with a URL, on PostgreSQL. The servers never run at the same time. Ratios are
-foldwise / LangGraph-5ms from the same run, and each foldwise column is checked against the
-targets of issue 16. When LangGraph cannot run, its columns say why and nothing is invented.
+The columns, against the same OpenAI-compatible stub (one child process, ~1 ms per call)
+with the official `langgraph_sdk` client: LangGraph's in-memory server as shipped
+(``langgraph dev``, measured alone first), then side by side, taking turns request by request
+(`foldwise.bench._gateway_measure.ameasure`): the same with its queue's idle poll shortened
+to 5 ms (a patch in its child process only, see `foldwise.bench._gateway_lg_child`),
+`foldwise serve` on SQLite and, with a URL, on PostgreSQL. Ratios are foldwise /
+LangGraph-5ms from the same run, and each foldwise column is checked against the targets of
+issue 16. When LangGraph cannot run, its columns say why and nothing is invented.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ import contextlib
 import os
 import platform
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from foldwise.bench._gateway_measure import ColumnResult, Sizes, measure
+from foldwise.bench._gateway_measure import CONCURRENT_BLOCKS, ColumnResult, Sizes, measure
 from foldwise.bench._gateway_render import render_markdown
 from foldwise.bench._gateway_targets import (
     Target,
@@ -108,16 +109,18 @@ def _load() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()]
 
 
-def _column(
+def _columns(
     report: GatewayBenchReport,
-    label: str,
-    start: Callable[[], AbstractContextManager[Target]],
+    starts: Sequence[tuple[str, Callable[[], AbstractContextManager[Target]]]],
     sizes: Sizes,
 ) -> None:
-    report.load_average[f"{label}: before"] = _load()
-    with start() as target:
-        report.columns.append(measure(target, sizes))
-    report.load_average[f"{label}: after"] = _load()
+    """Start every server in `starts`, measure them side by side, stop them."""
+    labels = " + ".join(label for label, _ in starts)
+    with contextlib.ExitStack() as stack:
+        targets = [stack.enter_context(start()) for _, start in starts]
+        report.load_average[f"{labels}: before"] = _load()
+        report.columns.extend(measure(targets, sizes))
+        report.load_average[f"{labels}: after"] = _load()
 
 
 @contextlib.contextmanager
@@ -151,15 +154,16 @@ def run_gateway_benchmark(
     report = GatewayBenchReport([], sizes=dict(vars(sizes)), versions=langgraph_versions())
     report.versions["python"] = platform.python_version()
     reason = langgraph_unavailable() if langgraph else "not requested (--no-langgraph)"
-    with _workdir(workdir) as root, stub_process() as stub:
+    with _workdir(workdir) as root, stub_process() as stub, contextlib.ExitStack() as stack:
+        side_by_side: list[tuple[str, Callable[[], AbstractContextManager[Target]]]] = []
         if reason is None:
             shipped = partial(langgraph_target, SHIPPED, root / "lg", stub.url)
-            _column(report, SHIPPED, shipped, sizes.capped(*cap))
+            _columns(report, [(SHIPPED, shipped)], sizes.capped(*cap))
             fast = partial(langgraph_target, FAST, root / "lg5", stub.url, poll=POLL_SECONDS)
-            _column(report, FAST, fast, sizes)
+            side_by_side.append((FAST, fast))
             report.notes.append(
-                f"{SHIPPED}: {cap[0]} sequential pairs and {cap[1]} streams at most (each run "
-                "waits for the queue's 0.5 s idle poll). "
+                f"{SHIPPED}: measured alone first, {cap[0]} sequential pairs and {cap[1]} streams "
+                "at most (each run waits for the queue's 0.5 s idle poll). "
                 f"{FAST}: langgraph_runtime_inmem.ops.Runs.next recompiled in the child process "
                 "with asyncio.sleep(0.005) in place of its hard-coded asyncio.sleep(0.5) (no env "
                 "var or langgraph.json key sets it)."
@@ -167,16 +171,24 @@ def run_gateway_benchmark(
         else:
             report.unavailable = {SHIPPED: reason, FAST: reason}
         sqlite_url = f"sqlite:///{root / 'fw' / 'foldwise.db'}"
-        _column(
-            report,
-            SQLITE,
-            partial(foldwise_target, SQLITE, root / "fw", stub.url, sqlite_url),
-            sizes,
+        side_by_side.append(
+            (SQLITE, partial(foldwise_target, SQLITE, root / "fw", stub.url, sqlite_url))
         )
         if postgres_url:
-            with fresh_postgres(postgres_url) as url:
-                pg = partial(foldwise_target, POSTGRES, root / "fwpg", stub.url, url)
-                _column(report, POSTGRES, pg, sizes)
+            url = stack.enter_context(fresh_postgres(postgres_url))
+            pg = partial(foldwise_target, POSTGRES, root / "fwpg", stub.url, url)
+            side_by_side.append((POSTGRES, pg))
+        _columns(report, side_by_side, sizes)
+        if len(side_by_side) > 1:
+            block = sizes.seconds / CONCURRENT_BLOCKS
+            report.notes.append(
+                f"{' + '.join(label for label, _ in side_by_side)}: running together, measured "
+                "side by side: they take turns request by request (turn by turn, stream by "
+                f"stream; the order reversed every other round), the {sizes.clients} clients in "
+                f"{CONCURRENT_BLOCKS} alternating blocks of {block:.3g} "
+                "s each. An idle server meanwhile costs the other little (LangGraph's 5 ms poll "
+                "wakes it 200 times a second)."
+            )
     return report
 
 

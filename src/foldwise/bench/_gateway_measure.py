@@ -10,14 +10,17 @@ Every phase talks to a `Target` from outside, over HTTP, the way an application 
   = one pair, the same unit as `sequential`); completed requests per second of wall time,
   while `RssSampler` samples the server's RSS once a second;
 - `streaming`: ``runs.stream`` on a fresh thread; the time to its first event.
+
+Several targets are measured side by side (`ameasure`): they take turns request by request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,6 +30,8 @@ from foldwise.bench._serve import MIB, RSS_TOLERANCE, RssSampler, percentile, rs
 __all__ = ["ColumnResult", "Sizes", "measure"]
 
 _ASSISTANT = "agent"
+CONCURRENT_BLOCKS = 3
+"""Blocks of the concurrent phase per target when several are measured side by side."""
 
 
 @dataclass(frozen=True)
@@ -105,29 +110,55 @@ def _check_answer(values: Any, text: str) -> None:
         raise RuntimeError(f"unexpected run result for {text!r}: {str(values)[:300]}")
 
 
-async def _sequential(client: Any, result: ColumnResult, sizes: Sizes) -> None:
-    for n in range(sizes.warmup):
-        await _create_and_wait(client, f"warm-up {n}")
-    latencies = [await _create_and_wait(client, f"hello {n}") for n in range(sizes.sequential)]
-    result.create_wait_p50 = percentile(latencies, 50)
-    result.create_wait_p99 = percentile(latencies, 99)
-    result.sequential_samples = len(latencies)
+@dataclass
+class _Lane:
+    """One server under measurement: its target, its client and its figures."""
+
+    target: Target
+    client: Any
+    result: ColumnResult
 
 
-async def _growing(client: Any, result: ColumnResult, sizes: Sizes) -> None:
-    thread_id = (await client.threads.create())["thread_id"]
-    latencies = []
-    for turn in range(1, sizes.turns + 1):
-        started = time.perf_counter()
-        values = await client.runs.wait(thread_id, _ASSISTANT, input=_message(f"turn {turn}"))
-        latencies.append((time.perf_counter() - started) * 1000)
-        _check_answer(values, f"turn {turn}")
-    window = latencies[-sizes.window :]
-    result.turn_latencies = latencies
-    result.turns_p50 = statistics.median(window)
-    result.turns_window = f"{sizes.turns - len(window) + 1}-{sizes.turns}"
-    turns = list(range(1, len(latencies) + 1))
-    result.growth_ms_per_turn = statistics.linear_regression(turns, latencies).slope
+def _rounds(lanes: Sequence[_Lane], count: int) -> Iterator[tuple[int, list[_Lane]]]:
+    """`count` rounds over `lanes`, the order reversed every other round (no lane always first)."""
+    for n in range(count):
+        yield n, list(lanes) if n % 2 == 0 else list(reversed(lanes))
+
+
+async def _sequential(lanes: Sequence[_Lane], sizes: Sizes) -> None:
+    latencies: dict[str, list[float]] = {lane.result.label: [] for lane in lanes}
+    for n, order in _rounds(lanes, sizes.warmup + sizes.sequential):
+        for lane in order:
+            elapsed = await _create_and_wait(lane.client, f"hello {n}")
+            if n >= sizes.warmup:
+                latencies[lane.result.label].append(elapsed)
+    for lane in lanes:
+        measured = latencies[lane.result.label]
+        lane.result.create_wait_p50 = percentile(measured, 50)
+        lane.result.create_wait_p99 = percentile(measured, 99)
+        lane.result.sequential_samples = len(measured)
+
+
+async def _growing(lanes: Sequence[_Lane], sizes: Sizes) -> None:
+    threads = {
+        lane.result.label: (await lane.client.threads.create())["thread_id"] for lane in lanes
+    }
+    for turn, order in _rounds(lanes, sizes.turns):
+        text = f"turn {turn + 1}"
+        for lane in order:
+            started = time.perf_counter()
+            values = await lane.client.runs.wait(
+                threads[lane.result.label], _ASSISTANT, input=_message(text)
+            )
+            lane.result.turn_latencies.append((time.perf_counter() - started) * 1000)
+            _check_answer(values, text)
+    for lane in lanes:
+        result, latencies = lane.result, lane.result.turn_latencies
+        window = latencies[-sizes.window :]
+        result.turns_p50 = statistics.median(window)
+        result.turns_window = f"{sizes.turns - len(window) + 1}-{sizes.turns}"
+        turns = list(range(1, len(latencies) + 1))
+        result.growth_ms_per_turn = statistics.linear_regression(turns, latencies).slope
 
 
 async def _client_loop(
@@ -142,26 +173,54 @@ async def _client_loop(
             errors.append(f"{type(error).__name__}: {error}"[:200])
 
 
-async def _concurrent(url: str, pid: int, result: ColumnResult, sizes: Sizes) -> None:
+@dataclass
+class _Load:
+    """What one lane's clients did over its blocks of the concurrent phase."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    rss: list[int] = field(default_factory=list)
+
+
+async def _load_block(lane: _Lane, clients: Sequence[Any], seconds: float, load: _Load) -> None:
+    with RssSampler(lane.target.pid) as rss:
+        started = time.perf_counter()
+        deadline = started + seconds
+        await asyncio.gather(
+            *(
+                _client_loop(c, n, deadline, load.latencies, load.errors)
+                for n, c in enumerate(clients)
+            )
+        )
+        load.seconds += time.perf_counter() - started
+    load.rss.extend(rss.samples)
+
+
+async def _concurrent(lanes: Sequence[_Lane], sizes: Sizes) -> None:
     from langgraph_sdk import get_client
 
-    latencies: list[float] = []
-    errors: list[str] = []
-    clients = [get_client(url=url, api_key=None) for _ in range(sizes.clients)]
-    with RssSampler(pid) as rss:
-        started = time.perf_counter()
-        deadline = started + sizes.seconds
-        await asyncio.gather(
-            *(_client_loop(c, n, deadline, latencies, errors) for n, c in enumerate(clients))
-        )
-        elapsed = time.perf_counter() - started
-    for client in clients:
-        await client.aclose()
-    result.concurrent_requests = len(latencies)
-    result.concurrent_errors = len(errors)
-    result.requests_per_second = len(latencies) / elapsed
-    result.concurrent_p50 = percentile(latencies, 50)
-    _rss(result, rss.samples, pid)
+    blocks = CONCURRENT_BLOCKS if len(lanes) > 1 else 1
+    clients = {
+        lane.result.label: [
+            get_client(url=lane.target.url, api_key=None) for _ in range(sizes.clients)
+        ]
+        for lane in lanes
+    }
+    loads = {lane.result.label: _Load() for lane in lanes}
+    for _, order in _rounds(lanes, blocks):
+        for lane in order:
+            label = lane.result.label
+            await _load_block(lane, clients[label], sizes.seconds / blocks, loads[label])
+    for lane in lanes:
+        for client in clients[lane.result.label]:
+            await client.aclose()
+        load, result = loads[lane.result.label], lane.result
+        result.concurrent_requests = len(load.latencies)
+        result.concurrent_errors = len(load.errors)
+        result.requests_per_second = len(load.latencies) / load.seconds
+        result.concurrent_p50 = percentile(load.latencies, 50)
+        _rss(result, load.rss, lane.target.pid)
 
 
 def _rss(result: ColumnResult, samples: Sequence[int], pid: int) -> None:
@@ -177,36 +236,50 @@ def _rss(result: ColumnResult, samples: Sequence[int], pid: int) -> None:
     result.rss_flat = last - middle <= max(share * middle, absolute)
 
 
-async def _streaming(client: Any, result: ColumnResult, sizes: Sizes) -> None:
-    firsts = []
-    for n in range(sizes.streams):
-        thread_id = (await client.threads.create())["thread_id"]
-        started = time.perf_counter()
-        first = None
-        parts = client.runs.stream(thread_id, _ASSISTANT, input=_message(f"stream {n}"))
-        async for _part in parts:
-            if first is None:
-                first = (time.perf_counter() - started) * 1000
+async def _streaming(lanes: Sequence[_Lane], sizes: Sizes) -> None:
+    firsts: dict[str, list[float]] = {lane.result.label: [] for lane in lanes}
+    for n, order in _rounds(lanes, sizes.streams):
+        for lane in order:
+            firsts[lane.result.label].append(await _first_event(lane.client, n))
+    for lane in lanes:
+        lane.result.stream_first_event_p50 = percentile(firsts[lane.result.label], 50)
+        lane.result.stream_samples = len(firsts[lane.result.label])
+
+
+async def _first_event(client: Any, n: int) -> float:
+    thread_id = (await client.threads.create())["thread_id"]
+    started = time.perf_counter()
+    first = None
+    async for _part in client.runs.stream(thread_id, _ASSISTANT, input=_message(f"stream {n}")):
         if first is None:
-            raise RuntimeError(f"runs.stream on {thread_id} sent no event")
-        firsts.append(first)
-    result.stream_first_event_p50 = percentile(firsts, 50)
-    result.stream_samples = len(firsts)
+            first = (time.perf_counter() - started) * 1000
+    if first is None:
+        raise RuntimeError(f"runs.stream on {thread_id} sent no event")
+    return first
 
 
-async def ameasure(target: Target, sizes: Sizes) -> ColumnResult:
-    """Every phase against `target`, in order: sequential, growing, streaming, concurrent."""
+async def ameasure(targets: Sequence[Target], sizes: Sizes) -> list[ColumnResult]:
+    """Every phase against every target, in order: sequential, growing, streaming, concurrent.
+
+    Within a phase the targets take turns request by request (turn by turn for the growing
+    thread, stream by stream), the order reversed every other round; the concurrent phase
+    alternates in `CONCURRENT_BLOCKS` blocks. So a drift in the machine's speed lands on every
+    target alike instead of on whichever was measured later.
+    """
     from langgraph_sdk import get_client
 
-    result = ColumnResult(target.label)
-    async with get_client(url=target.url, api_key=None) as client:
-        await _sequential(client, result, sizes)
-        await _growing(client, result, sizes)
-        await _streaming(client, result, sizes)
-    await _concurrent(target.url, target.pid, result, sizes)
-    return result
+    async with contextlib.AsyncExitStack() as stack:
+        lanes = []
+        for target in targets:
+            client = await stack.enter_async_context(get_client(url=target.url, api_key=None))
+            lanes.append(_Lane(target, client, ColumnResult(target.label)))
+        await _sequential(lanes, sizes)
+        await _growing(lanes, sizes)
+        await _streaming(lanes, sizes)
+    await _concurrent(lanes, sizes)
+    return [lane.result for lane in lanes]
 
 
-def measure(target: Target, sizes: Sizes) -> ColumnResult:
+def measure(targets: Sequence[Target], sizes: Sizes) -> list[ColumnResult]:
     """`ameasure` in a fresh event loop."""
-    return asyncio.run(ameasure(target, sizes))
+    return asyncio.run(ameasure(targets, sizes))

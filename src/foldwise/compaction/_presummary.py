@@ -25,6 +25,7 @@ from langchain_core.messages import BaseMessage
 from foldwise._steps import Steps, run_async
 from foldwise.compaction._planner import CompactionDecision, CompactionPlan, SkipReason
 from foldwise.compaction._policy import CompactionPolicy
+from foldwise.compaction._prompt_transcript import render_transcript
 from foldwise.compaction._summarize import SummaryResult
 
 __all__ = [
@@ -78,7 +79,12 @@ def post_compaction_limit(policy: CompactionPolicy) -> int | None:
 
 
 def _message_digest(message: BaseMessage) -> str:
-    """What the summarizer reads of a message, as stable text (survives a checkpoint trip)."""
+    """What the summarizer reads of a message, as stable text (survives a checkpoint trip).
+
+    Its rendered transcript block is part of it: that is exactly what the prompt shows (a
+    message hidden from the UI renders nothing, invalid tool calls render as call lines), so a
+    change the summarizer would see never keeps the fingerprint.
+    """
     calls = [
         (c.get("name"), c.get("args"), c.get("id")) for c in getattr(message, "tool_calls", [])
     ]
@@ -89,6 +95,7 @@ def _message_digest(message: BaseMessage) -> str:
         str(getattr(message, "tool_call_id", "") or ""),
         json.dumps(message.content, sort_keys=True, default=str),
         json.dumps(calls, sort_keys=True, default=str),
+        render_transcript([message]),
     ]
     return "\x1f".join(parts)
 
@@ -101,9 +108,9 @@ def span_fingerprint(
 ) -> str:
     """A digest of everything that makes a summary right for a plan.
 
-    The summarizer input (every message's id, role and content, in order), which ids are
-    removed and which rescued, the prior summary, the candidate models in order and the prompt
-    settings (template, trimming, size target).
+    The summarizer input (every message's id, role, content and rendered transcript block, in
+    order), which ids are removed and which rescued, the prior summary, the candidate models in
+    order and the prompt settings (template, trimming, size target).
     """
     digest = hashlib.blake2b(digest_size=20)
 

@@ -14,8 +14,8 @@ from langchain_core.messages import BaseMessage
 from foldwise.errors import FoldwiseError
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
-from foldwise.gateway._checkpointer_sqlite import flush_writes
 from foldwise.gateway._errors import LeaseLostError, RunFailedError, RunInterruptedError
+from foldwise.gateway._held_writes import flush_writes
 from foldwise.gateway._leases import Lease
 from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway.storage import GatewayStorage, RunStatus

@@ -240,6 +240,16 @@ class AgentRegistry:
             if summarization is not None:
                 await summarization.aclose()
 
+    def forget_thread(self, thread_id: str) -> None:
+        """Cancel and drop the thread's background summaries in every built agent (deleted)."""
+        with self._lock:
+            hosted = list(self._agents.values())
+        for agent in hosted:
+            summarization = agent.summarization
+            presummaries = summarization.compactor.presummaries if summarization else None
+            if presummaries is not None:
+                presummaries.discard(thread_id)
+
     def artifact_stores(self) -> Sequence[ArtifactStore]:
         """Every distinct artifact store used by the built agents (and the configured one)."""
         stores: list[ArtifactStore] = [self.default_artifacts]

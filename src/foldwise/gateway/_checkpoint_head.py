@@ -27,6 +27,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from foldwise.gateway._checkpointer_sqlite import FencedSqliteSaver
+from foldwise.gateway._held_writes import held_writes_of
 from foldwise.gateway._serde import jsonable
 
 __all__ = ["INTERRUPT_CHANNEL", "CheckpointHead", "read_head"]
@@ -73,8 +74,10 @@ async def read_head(
     Raises:
         Exception: The database error when LangGraph's tables are not as expected.
     """
+    held = held_writes_of(checkpointer)
+    if held is not None:
+        await held.settle(thread_id)  # a run's held task writes (an interrupt's)
     if isinstance(checkpointer, FencedSqliteSaver):
-        await checkpointer.settle(thread_id)  # a run's held task writes (an interrupt's)
         async with checkpointer.alock:  # inline: one indexed query
             params = (thread_id, thread_id, INTERRUPT_CHANNEL)
             rows = checkpointer.loop_conn.fetchall(SQLITE_HEAD_SQL, params)

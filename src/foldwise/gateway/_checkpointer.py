@@ -21,13 +21,18 @@ that holder and fencing token and has not expired, checked in the same transacti
   checkpointer's connection (`FencedSqliteSaver.transaction`); the lease row is in the same
   file, and SQLite's single writer lock keeps any takeover out until the commit.
 - Postgres: the check (``SELECT ... FOR SHARE`` on the lease row, which blocks a takeover's
-  update until commit) and the write run in one transaction on one pooled connection.
+  update until commit) and the write run in one transaction on one pooled connection
+  (`FencedWrites`).
 - ``memory://``: the checkpointer's database is not the gateway tables' database, so the
   check goes through the gateway storage right before the write, under the checkpointer's
   lock (no other checkpoint write can interleave, but the check is not in the write's
   transaction). ``memory://`` is single-process and meant for tests.
 
 A lost lease raises `LeaseLostError` (409) and writes nothing.
+
+On both backends a run's task writes (`aput_writes` under a lease) are held in memory and
+committed in the transaction of the step's checkpoint: one transaction (one lease check, one
+commit) per step (`foldwise.gateway._held_writes`).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,11 +52,14 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
+    CheckpointTuple,
 )
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from foldwise._crash import crash_point
 from foldwise.gateway._checkpointer_sqlite import FencedSqliteSaver
+from foldwise.gateway._errors import LeaseLostError
+from foldwise.gateway._held_writes import HeldWrites
 from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage import SqlGatewayStorage, open_storage
 from foldwise.gateway.storage._sqlite_conn import LoopConnection
@@ -75,6 +83,9 @@ _SCHEMA = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _BUSY_TIMEOUT_MS = 5000
 LOCK_WAIT_SECONDS = 120.0
 """How long a worker waits for another's Postgres set-up (migrations) before failing."""
+
+_WritesCall = tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str]
+"""Held task writes on Postgres: the `aput_writes` arguments (config, writes, task, path)."""
 
 
 def safe_serializer() -> JsonPlusSerializer:
@@ -107,17 +118,57 @@ def postgres_target(url: str) -> tuple[str, str | None]:
 
 
 class FencedWrites(BaseCheckpointSaver[str]):
-    """Mixin: `aput` / `aput_writes` under a `Lease` run inside `_fenced`, or not at all.
+    """Mixin: writes under a `Lease` run inside `_fenced`, or not at all; one per step.
 
     `_fenced(lease)` opens the write's transaction, checks the lease in it (raising
     `LeaseLostError` when it is lost) and yields a stock saver bound to that transaction.
-    Writes without a lease go to the stock saver unchanged.
+    Task writes under a lease (`aput_writes` of a run's step) are held (`held_writes`, the
+    contract is `foldwise.gateway._held_writes`) and replayed on that saver in the transaction
+    of the step's checkpoint, before it; reads of a thread commit its held writes first
+    (`settle`), and `aflush` commits those no checkpoint took along. Writes without a lease go
+    to the stock saver unchanged.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.held_writes: HeldWrites[_WritesCall] = HeldWrites(self._commit_writes)
+        """A run's task writes, held until its step's checkpoint (or a read, or `aflush`)."""
 
     def _fenced(
         self, lease: Lease
     ) -> AbstractAsyncContextManager[BaseCheckpointSaver[str]]:  # pragma: no cover
         raise NotImplementedError
+
+    # reads: the thread's held writes first -----------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """A checkpoint tuple, the thread's held writes committed first."""
+        await self.settle(str(config["configurable"]["thread_id"]))
+        return await super().aget_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Checkpoint tuples, newest first, the held writes of the listed thread(s) first."""
+        thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
+        for held in [str(thread_id)] if thread_id is not None else self.held_writes.threads():
+            await self.settle(held)
+        async for item in super().alist(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """LangGraph's delta-channel history read, the thread's held writes committed first."""
+        await self.settle(str(config["configurable"]["thread_id"]))
+        return await super().aget_delta_channel_history(config=config, channels=channels)
+
+    # writes ------------------------------------------------------------------------------------
 
     async def aput(
         self,
@@ -128,11 +179,21 @@ class FencedWrites(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Save a checkpoint; under a lost lease raise `LeaseLostError` and save nothing."""
         lease = lease_of(config)
+        thread_id = str(config["configurable"]["thread_id"])
+        held = await self.held_writes.take(thread_id, lease)
         if lease is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
         crash_point("checkpoint.before")  # tests only
-        async with self._fenced(lease) as writer:
-            saved = await writer.aput(config, checkpoint, metadata, new_versions)
+        try:
+            async with self._fenced(lease) as writer:
+                for _, call in held:  # the step's task writes: same transaction
+                    await writer.aput_writes(*call)
+                saved = await writer.aput(config, checkpoint, metadata, new_versions)
+        except LeaseLostError:
+            raise
+        except BaseException:
+            self.held_writes.keep(thread_id, held)  # rolled back: the run's end commits them
+            raise
         crash_point("checkpoint.after")  # tests only
         return saved
 
@@ -143,15 +204,32 @@ class FencedWrites(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Save pending writes; under a lost lease raise `LeaseLostError` and save nothing."""
+        """Save pending writes; under a lease, hold them for the step's checkpoint."""
         lease = lease_of(config)
         if lease is None:
             await super().aput_writes(config, writes, task_id, task_path)
             return
-        crash_point("writes.before")  # tests only
+        thread_id = str(config["configurable"]["thread_id"])
+        self.held_writes.hold(thread_id, lease, (config, writes, task_id, task_path))
+
+    async def _commit_writes(self, lease: Lease, held: list[_WritesCall]) -> None:
+        """Commit held task writes on their own, in one transaction under `lease`."""
         async with self._fenced(lease) as writer:
-            await writer.aput_writes(config, writes, task_id, task_path)
-        crash_point("writes.after")  # tests only
+            for call in held:
+                await writer.aput_writes(*call)
+
+    async def aflush(self, thread_id: str) -> None:
+        """Commit the thread's held task writes now (`HeldWrites.flush`)."""
+        await self.held_writes.flush(thread_id)
+
+    async def settle(self, thread_id: str) -> None:
+        """Before a read: commit the thread's held writes (`HeldWrites.settle`)."""
+        await self.held_writes.settle(thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints and writes (held ones too)."""
+        self.held_writes.drop(str(thread_id))
+        await super().adelete_thread(thread_id)
 
 
 async def _advisory_lock(conn: Any, key: str) -> None:

@@ -25,7 +25,8 @@ class FencedPostgresSaver(FencedWrites, AsyncPostgresSaver):
 
     A fenced write takes one pooled connection, opens a transaction, share-locks the lease row
     with the storage's check (a takeover's update waits for the commit) and runs the stock
-    write on that connection, inside that transaction.
+    write on that connection, inside that transaction: a step's held task writes, then its
+    checkpoint (`FencedWrites`).
 
     Args:
         pool: The checkpointer's connection pool.

@@ -9,9 +9,14 @@ be megabytes: reading and decoding it inline would stall the event loop), and ea
 transaction whose statements run inline and whose two waits — SQLite's writer lock and the
 commit's sync — run in the worker thread.
 
+A checkpoint's blob is LangGraph's (the serializer's msgpack of the whole checkpoint), packed
+by `ChannelPacker`: channels a step did not change are spliced from the bytes packed for the
+step before instead of being encoded again.
+
 One transaction per step. LangGraph saves a step's task writes (`aput_writes`) as each task
 ends and then the step's checkpoint (`aput`): two commits, each a sync of the WAL. Writes
-under a `Lease` (a run's steps) are therefore held in memory and committed in the same
+under a `Lease` (a run's steps) are therefore held in memory (`HeldWrites`, shared with the
+Postgres saver: `foldwise.gateway._held_writes` states the contract) and committed in the same
 transaction as the thread's next checkpoint; a read of the thread, or `aflush` (the gateway
 calls it when a run ends, e.g. after an interrupt or an error, when no checkpoint follows),
 commits them on their own first. A commit that fails or is cancelled keeps them held (the
@@ -34,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -52,13 +56,13 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from foldwise._crash import crash_point
+from foldwise.gateway._checkpoint_pack import ChannelPacker
 from foldwise.gateway._errors import LeaseLostError
+from foldwise.gateway._held_writes import HeldWrites
 from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage._sqlite_conn import LoopConnection
 
-__all__ = ["FencedSqliteSaver", "flush_writes"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["FencedSqliteSaver"]
 
 _PUT_SQL = (
     "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
@@ -69,8 +73,8 @@ _WRITES_SQL = (
     "task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-_Held = tuple[Lease, str, list[tuple[Any, ...]]]
-"""Task writes waiting for their step's checkpoint: the lease, the statement, its rows."""
+_Writes = tuple[str, list[tuple[Any, ...]]]
+"""Task writes waiting for their step's checkpoint: the statement and its rows."""
 
 
 class FencedSqliteSaver(SqliteSaver):
@@ -91,7 +95,9 @@ class FencedSqliteSaver(SqliteSaver):
         self.alock = asyncio.Lock()
         """Held around every use of the connection from the event loop."""
         self._lease_sql = lease_sql
-        self._held: dict[str, list[_Held]] = {}
+        self.held_writes: HeldWrites[_Writes] = HeldWrites(self._commit_writes)
+        """A run's task writes, held until its step's checkpoint (or a read, or `aflush`)."""
+        self._packer = ChannelPacker(serde)
 
     async def asetup(self) -> None:
         """Create LangGraph's tables (in the worker thread: it may wait for the file)."""
@@ -116,7 +122,7 @@ class FencedSqliteSaver(SqliteSaver):
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoint tuples, newest first (read at once, then yielded)."""
         thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
-        for held in [str(thread_id)] if thread_id is not None else list(self._held):
+        for held in [str(thread_id)] if thread_id is not None else self.held_writes.threads():
             await self.settle(held)
         async with self.alock:
             found = await self.loop_conn.run(
@@ -171,30 +177,32 @@ class FencedSqliteSaver(SqliteSaver):
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         checkpoint_ns = configurable["checkpoint_ns"]
-        type_, blob = self.serde.dumps_typed(checkpoint)
+        parent = configurable.get("checkpoint_id")
+        thread = (thread_id, checkpoint_ns)
+        type_, blob = self._packer.dumps_typed(thread, parent, checkpoint, new_versions)
         meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
         row = (
             thread_id,
             checkpoint_ns,
             checkpoint["id"],
-            configurable.get("checkpoint_id"),
+            parent,
             type_,
             blob,
             meta.encode("utf-8", "ignore"),
         )
         lease = lease_of(config)
-        held = await self._take(thread_id, lease)
+        held = await self.held_writes.take(thread_id, lease)
         if lease is not None:
             crash_point("checkpoint.before")  # tests only
         try:
             async with self.transaction(lease) as conn:
-                for _, sql, rows in held:  # the step's task writes: same transaction
+                for _, (sql, rows) in held:  # the step's task writes: same transaction
                     conn.executemany(sql, rows)
                 conn.execute(_PUT_SQL, row)
         except LeaseLostError:
             raise
         except BaseException:
-            self._keep(thread_id, held)  # rolled back: the run's end commits them
+            self.held_writes.keep(thread_id, held)  # rolled back: the run's end commits them
             raise
         if lease is not None:
             crash_point("checkpoint.after")  # tests only
@@ -236,69 +244,26 @@ class FencedSqliteSaver(SqliteSaver):
                 conn.executemany(sql, rows)
             return
         # A run's step: committed with the step's checkpoint (or by `aflush`).
-        self._held.setdefault(str(configurable["thread_id"]), []).append((lease, sql, rows))
+        self.held_writes.hold(str(configurable["thread_id"]), lease, (sql, rows))
 
-    async def _take(self, thread_id: str, lease: Lease | None) -> list[_Held]:
-        """The held writes of `thread_id` that commit with a checkpoint under `lease`.
-
-        Writes held under another lease (or a checkpoint written without one) are committed
-        first, on their own, under their own lease (`settle`).
-        """
-        held = self._held.get(thread_id, [])
-        if any(h[0] != lease for h in held):
-            await self.settle(thread_id)
-        return self._held.pop(thread_id, [])
-
-    def _keep(self, thread_id: str, held: list[_Held]) -> None:
-        """Hold again writes whose commit failed, ahead of any held since."""
-        if held:
-            self._held[thread_id] = held + self._held.get(thread_id, [])
+    async def _commit_writes(self, lease: Lease, held: list[_Writes]) -> None:
+        """Commit held task writes on their own, in one transaction under `lease`."""
+        async with self.transaction(lease) as conn:
+            for sql, rows in held:
+                conn.executemany(sql, rows)
 
     async def aflush(self, thread_id: str) -> None:
-        """Commit the thread's held task writes now, one transaction per lease.
-
-        Raises:
-            LeaseLostError: The writes' lease was lost (they are dropped, never written).
-            Exception: The database error of a failed commit (the writes stay held).
-        """
-        held = self._held.pop(thread_id, [])
-        while held:
-            lease = held[0][0]
-            batch = [h for h in held if h[0] == lease]
-            held = [h for h in held if h[0] != lease]
-            crash_point("writes.before")  # tests only
-            try:
-                async with self.transaction(lease) as conn:
-                    for _, sql, rows in batch:
-                        conn.executemany(sql, rows)
-            except LeaseLostError:
-                raise
-            except BaseException:
-                self._keep(thread_id, batch + held)  # rolled back: the next flush retries
-                raise
-            crash_point("writes.after")  # tests only
+        """Commit the thread's held task writes now (`HeldWrites.flush`)."""
+        await self.held_writes.flush(thread_id)
 
     async def settle(self, thread_id: str) -> None:
-        """Before a read: commit the thread's held writes (a lost lease drops them, logged)."""
-        if thread_id in self._held:
-            try:
-                await self.aflush(thread_id)
-            except LeaseLostError:
-                logger.warning("thread %s: held task writes dropped, lease lost", thread_id)
+        """Before a read: commit the thread's held writes (`HeldWrites.settle`)."""
+        await self.held_writes.settle(thread_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints and writes (held ones too)."""
-        self._held.pop(str(thread_id), None)
+        self.held_writes.drop(str(thread_id))
+        self._packer.forget_thread(str(thread_id))
         async with self.transaction(None) as conn:
             conn.execute("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),))
             conn.execute("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),))
-
-
-async def flush_writes(checkpointer: Any, thread_id: str) -> None:
-    """Commit what `checkpointer` holds of the thread's task writes (a no-op for others).
-
-    Raises:
-        LeaseLostError: The writes' lease was lost (they are dropped, never written).
-    """
-    if isinstance(checkpointer, FencedSqliteSaver):
-        await checkpointer.aflush(thread_id)

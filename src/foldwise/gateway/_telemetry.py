@@ -123,6 +123,18 @@ class ModelCallTracer(BaseCallbackHandler):
             telemetry.mark_error(opened, error)
             opened.end()
 
+    def end_open(self) -> None:
+        """End the spans of calls that never reported an end, as cancelled (the run is over).
+
+        LangChain tells callbacks nothing when `agenerate` itself is cancelled (a cancelled run,
+        a summarizer timeout): without this such a span would never end, nor be exported.
+        """
+        for run_id in list(self._spans):  # a blocking call may still end in its thread
+            opened = self._spans.pop(run_id, None)
+            if opened is not None:
+                telemetry.mark_error(opened, "CancelledError")
+                opened.end()
+
 
 def _usage(response: LLMResult) -> dict[str, AttributeValue]:
     """Token usage, response model and finish reason of the first generation."""
@@ -143,10 +155,9 @@ def _usage(response: LLMResult) -> dict[str, AttributeValue]:
     return found
 
 
-def _with_tracer(config: RunnableConfig) -> RunnableConfig:
-    """`config` with a `ModelCallTracer` added to its callbacks (a list, or a manager)."""
+def _with_tracer(config: RunnableConfig, tracer: ModelCallTracer) -> RunnableConfig:
+    """`config` with `tracer` added to its callbacks (a list, or a manager)."""
     callbacks = config.get("callbacks")
-    tracer = ModelCallTracer()
     if callbacks is None:
         return {**config, "callbacks": [tracer]}
     if isinstance(callbacks, list):
@@ -182,11 +193,17 @@ async def traced_run(
     """
     started = time.perf_counter()
     name = f"invoke_agent {run.spec.assistant_id}"
+    tracer: ModelCallTracer | None = None
     try:
         with telemetry.span(name, _run_attributes(run.run_id, run.spec), current=True) as span:
             if span.is_recording():
-                config = _with_tracer(config)
-            await execute(run, config)
+                tracer = ModelCallTracer()
+                config = _with_tracer(config, tracer)
+            try:
+                await execute(run, config)
+            finally:
+                if tracer is not None:
+                    tracer.end_open()  # before the run's span: children end first
             span.set_attribute("foldwise.run.status", run.status)
             queued = _queued.pop(run.run_id, None)
             span.set_attribute("foldwise.run.queued", queued is not None)
@@ -300,6 +317,9 @@ def configure_from_env() -> bool:
 
 
 def _unconfigured(*providers: Any) -> bool:
-    """Whether every provider is still the API's placeholder (no SDK installed yet)."""
-    placeholders = {"ProxyTracerProvider", "_ProxyMeterProvider", "NoOpTracerProvider"}
+    """Whether every provider is still the API's placeholder (no SDK installed yet).
+
+    A no-op provider is not a placeholder: only an application sets one (to turn a signal off).
+    """
+    placeholders = {"ProxyTracerProvider", "_ProxyMeterProvider"}
     return all(type(p).__name__ in placeholders for p in providers)

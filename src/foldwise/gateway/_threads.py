@@ -231,10 +231,13 @@ async def delete_thread(
 ) -> Response:
     """Delete the thread: its checkpoints, offloaded artifacts, runs, transcript and receipts.
 
-    Refused with 409 while a run or compaction holds the thread.
+    Refused with 409 while a run or compaction holds the thread. A background summary of it
+    running in this process is cancelled and dropped.
     """
     await require_thread(gateway, thread_id, identity)
     async with gateway.runs.exclusive(thread_id, "delete"):
+        # Its background summary (pre-summarization) would keep sending its messages out.
+        gateway.agents.forget_thread(thread_id)
         for store in gateway.agents.artifact_stores():
             removed = await store.adelete_thread(thread_id)
             logger.info("thread %s: deleted %d offloaded artifact(s)", thread_id, len(removed))

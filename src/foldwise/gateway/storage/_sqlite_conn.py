@@ -6,8 +6,8 @@ as the largest share of the gateway's CPU per request). Most statements take mic
 what can take long is waiting: for SQLite's writer lock (``BEGIN IMMEDIATE`` under another
 connection's write, up to the busy timeout) and for the disk (``COMMIT`` syncs the WAL with
 ``synchronous=FULL``). So here statements run inline on the event loop and only those two
-waits go to the connection's one worker thread: a write transaction costs two round trips,
-a read none.
+waits go to the connection's one worker thread: a write transaction costs one round trip
+(its commit) when the writer lock is free, two when it must wait for it; a read none.
 
 The connection is opened with ``check_same_thread=False``; it is never used by two threads
 at once because its owner (`SqliteDialect`) holds an `asyncio.Lock` around each use, and a
@@ -23,6 +23,8 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+
+from foldwise._sqlite_busy import is_busy
 
 __all__ = ["LoopConnection"]
 
@@ -115,8 +117,29 @@ class LoopConnection:
     # waits, in the worker thread ------------------------------------------------------------
 
     async def begin_immediate(self) -> None:
-        """``BEGIN IMMEDIATE``: wait (up to the busy timeout) for the database's writer lock."""
-        await self.run(self.execute, "BEGIN IMMEDIATE")
+        """``BEGIN IMMEDIATE``: take the database's writer lock.
+
+        Tried inline first without waiting (the lock is free but for contention); when
+        another connection holds it, the wait (up to the busy timeout) is in the worker thread.
+        """
+        if not self._try_begin():
+            await self.run(self.execute, "BEGIN IMMEDIATE")
+
+    def _try_begin(self) -> bool:
+        """``BEGIN IMMEDIATE`` with the busy timeout set to 0; False when the lock is held."""
+        conn = self.conn
+        row = conn.execute("PRAGMA busy_timeout").fetchone()
+        timeout = int(row[0]) if row else 0
+        try:  # restored whatever is raised, a signal's exception right after the PRAGMA too
+            conn.execute("PRAGMA busy_timeout = 0")
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):
+                return False
+            raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {timeout:d}")
+        return True
 
     async def commit(self) -> None:
         """``COMMIT`` (syncs the WAL with ``synchronous=FULL``)."""
