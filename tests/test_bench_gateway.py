@@ -51,9 +51,9 @@ def _sane(column: dict[str, object]) -> None:
 def test_quick_run_end_to_end(tmp_path: Path) -> None:
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\nhand-written text\n", "utf-8")
-    result = CliRunner().invoke(
-        app, ["bench", "gateway", "--quick", "--json", "--write", str(doc)], catch_exceptions=False
-    )
+    work = tmp_path / "work"
+    options = ["--quick", "--json", "--write", str(doc), "--workdir", str(work)]
+    result = CliRunner().invoke(app, ["bench", "gateway", *options], catch_exceptions=False)
     data = json.loads(result.output)
     assert result.exit_code == (0 if data["passed"] else 1), result.output
     labels = [c["label"] for c in data["columns"]]
@@ -61,10 +61,12 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     if reason is None:
         assert labels == [SHIPPED, FAST, SQLITE]
         assert data["unavailable"] == {}
-        # the shortened poll is what the 5 ms column measures: far below the 0.5 s poll
-        shipped, fast = data["columns"][0], data["columns"][1]
-        assert shipped["create_wait_p50"] > 400
-        assert fast["create_wait_p50"] < shipped["create_wait_p50"] / 3
+        # the 5 ms column's server ran with the shortened poll, the other as shipped (said in
+        # their logs; no timing asserted here: the machine is shared)
+        patched = "Runs.next: asyncio.sleep(0.5) -> asyncio.sleep(0.005)"
+        assert all(patched in log.read_text() for log in (work / "lg5").glob("langgraph-*.log"))
+        assert not any(patched in log.read_text() for log in (work / "lg").glob("langgraph-*.log"))
+        assert list((work / "lg5").glob("langgraph-*.log"))
         assert set(data["ratios_foldwise_over_langgraph_5ms"][SQLITE]) >= {
             "create thread + runs.wait p50 (ms)",
             "2 clients x 2 s, requests/s",
@@ -74,7 +76,7 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
         assert data["unavailable"] == {SHIPPED: reason, FAST: reason}
     for column in data["columns"]:
         _sane(column)
-    assert [t["check"].split(":")[0] for t in data["targets"]] == [SQLITE] * 5
+    assert [t["check"].split(":")[0] for t in data["targets"]] == [SQLITE] * 6
     text = doc.read_text("utf-8")
     assert text.startswith("# Benchmarks\n\nhand-written text\n")
     assert BEGIN_MARK in text and END_MARK in text
@@ -188,3 +190,16 @@ async def test_side_by_side_targets_take_turns_in_alternating_order() -> None:
     await _growing(lanes, sizes)
     assert log == ["A", "B", "B", "A", "A", "B", "B", "A"]
     assert [len(lane.result.turn_latencies) for lane in lanes] == [4, 4]
+
+
+def test_errors_under_load_fail_the_check() -> None:
+    """Requests/s counts only answered requests: errors must show as a failed target."""
+    column = _column(SQLITE, 10.0, 0.1)
+    column.concurrent_requests, column.concurrent_errors = 2700, 300
+    report = GatewayBenchReport([column], sizes={"clients": 16, "seconds": 30})
+    verdicts = {name: (value, ok) for name, value, ok in checks(report)}
+    assert verdicts[f"{SQLITE}: ≥ 80 requests/s"][1] is True  # 100/s answered
+    assert verdicts[f"{SQLITE}: no errors under load"] == ("300 of 3000 requests", False)
+    assert not report.passed
+    column.concurrent_errors = 0
+    assert report.passed

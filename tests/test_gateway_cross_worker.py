@@ -76,6 +76,20 @@ async def test_cancel_requests_on_both_databases(storage_url: str) -> None:
         assert await storage.take_cancel_requests([running]) == {}  # taken once
 
 
+async def test_requests_of_runs_that_ended_unread_do_not_pile_up(storage_url: str) -> None:
+    """A cancel that races the run's end is never read; the next request drops it."""
+    async with open_storage(storage_url) as storage:
+        await storage.create_thread("t")
+        ended, running = str(uuid.uuid4()), str(uuid.uuid4())
+        await storage.create_run("t", ended, "agent", "run")
+        assert await storage.request_cancel(ended, "interrupt")
+        await storage.finish_run(ended, "success")  # before its worker read the request
+        await storage.create_run("t", running, "agent", "run")
+        assert await storage.request_cancel(running, "interrupt")
+        assert await storage.take_cancel_requests([ended, running]) == {running: "interrupt"}
+        assert not await storage.request_cancel(ended, "interrupt")
+
+
 async def test_a_run_in_another_worker_is_cancelled(tmp_path: Path, storage_url: str) -> None:
     async with _two_workers(tmp_path, storage_url) as pair:
         gate, a, b = pair.gate, pair.a, pair.b
@@ -155,3 +169,28 @@ async def test_a_queued_streamed_run_starts_where_its_client_waits(
         run_id = events[0][1]["run_id"]
         assert run_id in pair.app_b.state.gateway.runs.recent  # it ran in B
         assert run_id not in pair.app_a.state.gateway.runs.recent
+
+
+async def test_interrupt_from_another_worker_cancels_the_queued_runs_first(
+    tmp_path: Path, storage_url: str
+) -> None:
+    """Else worker A starts the queued run as soon as it stopped its running one: B got 409."""
+    async with _two_workers(tmp_path, storage_url) as pair:
+        gate, a, b = pair.gate, pair.a, pair.b
+        thread = (await a.threads.create())["thread_id"]
+        first = await a.runs.create(thread, "agent", input=user("hold"))
+        await gate.wait_entered()
+        queued = await a.runs.create(
+            thread, "agent", input=user("queued"), multitask_strategy="enqueue"
+        )
+        assert queued["status"] == "pending"
+        instead = asyncio.create_task(
+            b.runs.wait(thread, "agent", input=user("instead"), multitask_strategy="interrupt")
+        )
+        try:
+            assert await _final(a, thread, first["run_id"]) == "interrupted"
+            values = await asyncio.wait_for(instead, 30)
+        finally:
+            gate.release()
+        assert await _final(a, thread, queued["run_id"]) == "interrupted"  # never ran
+        assert contents(values) == ["hold", "instead", "answer 2 to instead"]

@@ -3,6 +3,8 @@ reaches every worker."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from foldwise.bench._serve import child_env, free_port
 from foldwise.cli import app
 from foldwise.gateway import app_from_env
 
@@ -83,3 +86,24 @@ async def test_worker_processes_accept_the_host_serve_was_bound_to(
     assert await _status_for_host("gw.internal") == 400  # not the configured host
     monkeypatch.setenv("FOLDWISE_GATEWAY_HOST", "gw.internal")
     assert await _status_for_host("gw.internal") == 200
+
+
+def test_workers_that_cannot_start_make_serve_fail(tmp_path: Path) -> None:
+    """A worker's lifespan fails (its memory database cannot be opened): exit 1, not 0.
+
+    The parent's migration passes (storage is another SQLite file); each worker then fails to
+    open memory (its folder is a file), and uvicorn stops the supervisor as after a clean stop.
+    """
+    (tmp_path / "not-a-folder").write_text("", encoding="utf-8")
+    config = _config(
+        tmp_path,
+        storage={"url": f"sqlite:///{tmp_path / 'gw.db'}"},
+        memory={"enabled": True, "url": f"sqlite:///{tmp_path / 'not-a-folder' / 'm.db'}"},
+    )
+    command = [sys.executable, "-m", "foldwise.cli", "serve", "--config", config]
+    command += ["--workers", "2", "--port", str(free_port())]
+    done = subprocess.run(
+        command, cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "worker processes could not start" in done.stderr

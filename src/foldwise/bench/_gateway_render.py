@@ -13,8 +13,9 @@ if TYPE_CHECKING:
 __all__ = ["TARGETS", "checks", "ratios", "render_markdown"]
 
 TARGETS = {"p50": 14.0, "p99": 25.0, "rps": 80.0, "growth_fallback": 0.3}
-"""Issue 16: create + wait p50 ≤ 14 ms, p99 ≤ 25 ms, ≥ 80 requests/s; growth per turn no
-steeper than LangGraph's (0.3 ms/turn when LangGraph could not be measured); RSS flat."""
+"""Issue 16: create + wait p50 ≤ 14 ms, p99 ≤ 25 ms, ≥ 80 requests/s (and none failed); growth
+per turn no steeper than LangGraph's (0.3 ms/turn when LangGraph could not be measured); RSS
+flat."""
 
 _FAST, _FOLDWISE = "LangGraph, poll 5 ms", ("foldwise (SQLite)", "foldwise (PostgreSQL)")
 Metric = Callable[[ColumnResult], float]
@@ -71,6 +72,11 @@ def checks(report: GatewayBenchReport) -> list[tuple[str, str, bool | None]]:
                 f"{label}: ≥ 80 requests/s",
                 f"{c.requests_per_second:.1f}/s",
                 c.requests_per_second >= TARGETS["rps"],
+            ),
+            (  # requests/s counts answered requests only: a failed one must not pass unseen
+                f"{label}: no errors under load",
+                f"{c.concurrent_errors} of {c.concurrent_requests + c.concurrent_errors} requests",
+                c.concurrent_errors == 0,
             ),
             (
                 f"{label}: growth ≤ {limit:+.3f} ms/turn ({source})",

@@ -128,8 +128,6 @@ def _run_workers(
     config: FoldwiseConfig, config_path: Path | None, workers: int, options: dict[str, Any]
 ) -> None:
     """Migrate once, then let uvicorn start `workers` processes that each build the app."""
-    import uvicorn
-
     _check_shared_storage(config, workers)
     from foldwise.gateway._app import HOST_ENV_VAR
 
@@ -145,7 +143,26 @@ def _run_workers(
         os.environ[CONFIG_ENV_VAR] = str(config_path.resolve())
     # ... and the bound host (`--host`), one of the Host names it accepts by default.
     os.environ[HOST_ENV_VAR] = config.gateway.host
-    uvicorn.run("foldwise.gateway:app_from_env", factory=True, workers=workers, **options)
+    _supervise(workers, options)
+
+
+def _supervise(workers: int, options: dict[str, Any]) -> None:
+    """Run uvicorn's supervisor of `workers` processes until SIGINT / SIGTERM.
+
+    What `uvicorn.run` does with `workers`, plus the exit status: uvicorn stops the supervisor
+    when a worker fails to start (its lifespan failed, e.g. an unreachable memory database),
+    and `uvicorn.run` then returns as from a clean stop (exit 0).
+    """
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+    from uvicorn.supervisors import Multiprocess
+
+    app = "foldwise.gateway:app_from_env"
+    uv_config = uvicorn.Config(app, factory=True, workers=workers, **options)
+    supervisor = Multiprocess(uv_config, sockets=[uv_config.bind_socket()])
+    supervisor.run()
+    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+        fail("the gateway's worker processes could not start; the log above says why")
 
 
 def _run_single(application: Any, options: dict[str, Any]) -> None:

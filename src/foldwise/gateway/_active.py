@@ -16,12 +16,24 @@ from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._errors import LeaseLostError, RunFailedError, RunInterruptedError
 from foldwise.gateway._held_writes import flush_writes
+from foldwise.gateway._leases import Lease
 from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway.storage import GatewayStorage, RunStatus
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["REPLAY_EVENTS", "ActiveRun", "RunSpec", "flush_run_writes", "record_start"]
+__all__ = [
+    "DEAD_WORKER",
+    "REPLAY_EVENTS",
+    "ActiveRun",
+    "RunSpec",
+    "fail_dead_runs",
+    "flush_run_writes",
+    "record_start",
+]
+
+DEAD_WORKER = "worker died during the run"
+"""The error of a run whose worker stopped while it ran (its lease lapsed)."""
 
 REPLAY_EVENTS = 10_000
 """Events a resumable run keeps for clients that rejoin with `Last-Event-ID`."""
@@ -88,6 +100,8 @@ class ActiveRun:
     lease_lost: bool = False
     stopping: bool = False
     """`cancel` was called: later calls (a second lease-loss signal) must not cancel the cleanup."""
+    finishing: bool = False
+    """Its work is over and it records its end: `cancel` does nothing any more."""
     paused: bool = False
     """The graph stopped at an `interrupt()`: the run ends `interrupted`, without an error."""
     rollback: bool = False
@@ -153,7 +167,9 @@ class ActiveRun:
 
         With `rollback`, the thread is put back where the run started and the run deleted.
         """
-        if self.task is None or self.task.done():
+        if self.task is None or self.task.done() or self.finishing:
+            # Its work is over: it is recording its end (its row, the thread's status, the
+            # lease); cancelling that would leave the row `running` and the lease held.
             return
         self.rollback = self.rollback or rollback
         if not self.stopping:
@@ -209,6 +225,28 @@ async def record_start(
         # left its messages and receipts unrecorded; they go first, then the inputs.
         await recorder.reconcile(values, inputs)
     return True
+
+
+async def fail_dead_runs(
+    storage: GatewayStorage, thread_id: str, lease: Lease | None, live: Mapping[str, Any]
+) -> None:
+    """Fail the thread's runs left `running` by a dead worker (none of `live` is dead).
+
+    Called holding the thread's `lease`, so a `running` run not in `live` has no worker.
+
+    Raises:
+        LeaseLostError: The holder stalled past its lease since it took it: such a run may be
+            live in the worker that took the thread over, so none is failed.
+    """
+    dead = [
+        record
+        for record in await storage.list_runs(thread_id, limit=20)
+        if record.status == "running" and record.run_id not in live
+    ]
+    if dead and lease is not None:
+        await lease.verify()  # a query only when there is something to fail
+    for record in dead:
+        await storage.finish_run(record.run_id, "error", DEAD_WORKER)
 
 
 async def flush_run_writes(run: ActiveRun, status: RunStatus) -> RunStatus:

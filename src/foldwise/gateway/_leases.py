@@ -1,10 +1,11 @@
 """One run or compaction per thread, across processes: the storage lease, renewed while held.
 
 Every operation that writes a thread (a run, a compaction, a deletion) takes the thread's lease
-in `thread_locks` with a holder unique to the operation, renews it every `ttl / 3` seconds while
-it works, and releases it when it ends, whatever the outcome. A second operation gets
-`BusyError` (409 with `Retry-After`). When a renewal finds that another holder took the lease
-over (this worker stalled past the TTL), the operation is stopped.
+in `thread_locks` with a holder unique to the operation (a queued run's is its run id in every
+worker that claims it: renewals and releases also name the acquisition's fencing token), renews
+it every `ttl / 3` seconds while it works, and releases it when it ends, whatever the outcome.
+A second operation gets `BusyError` (409 with `Retry-After`). When a renewal finds the lease
+lapsed (this worker stalled past the TTL), taken over or not, the operation is stopped.
 
 Leases also fence writes. Every acquisition gets a fencing token (one more than the thread's
 previous one); the operation's LangGraph config carries its `Lease` under `LEASE_KEY`, and the
@@ -141,11 +142,16 @@ class ThreadLeases:
             raise BusyError(thread_id, what, retry_after)
 
     async def release(self, thread_id: str, holder: str) -> None:
-        """Release the lease if `holder` still holds it; failures are logged, never raised."""
-        self._held.pop((thread_id, holder), None)
+        """Release the lease if `holder` still holds it; failures are logged, never raised.
+
+        Only this acquisition's (its fencing token): a queued run's holder is its run id in
+        every worker, and another worker may have taken the lapsed lease over for that run.
+        """
+        lease = self._held.pop((thread_id, holder), None)
+        token = None if lease is None else lease.token
         try:
             crash_point("lease.release.before")  # tests only
-            await self.storage.release_thread_lock(thread_id, holder)
+            await self.storage.release_thread_lock(thread_id, holder, token=token)
             crash_point("lease.release.after")  # tests only
         except StorageError:
             logger.exception(
@@ -153,6 +159,10 @@ class ThreadLeases:
                 thread_id,
                 holder,
             )
+
+    def held(self, thread_id: str, holder: str) -> Lease | None:
+        """The lease `holder` took here on the thread and has not released, if any."""
+        return self._held.get((thread_id, holder))
 
     def fence(self, thread_id: str, holder: str) -> dict[str, Any]:
         """The `configurable` entries that fence a LangGraph write with `holder`'s lease.
@@ -172,15 +182,19 @@ class ThreadLeases:
     async def keep_alive(self, thread_id: str, holder: str, on_lost: Callable[[], None]) -> None:
         """Renew the lease every `ttl / 3` seconds until cancelled; call `on_lost` if it is lost.
 
-        The lease counts as lost when a renewal says someone else holds it, or when renewals
-        have failed (database errors) for longer than the TTL.
+        The lease counts as lost when a renewal finds it lapsed or someone else's, or when
+        renewals have failed (database errors) for longer than the TTL.
         """
         interval = self.ttl / 3
         last_ok = time.monotonic()
+        lease = self._held.get((thread_id, holder))
+        token = None if lease is None else lease.token
         while True:
             await asyncio.sleep(interval)
             try:
-                renewed = await self.storage.renew_thread_lock(thread_id, holder, self.ttl)
+                renewed = await self.storage.renew_thread_lock(
+                    thread_id, holder, self.ttl, token=token
+                )
             except StorageError as error:
                 logger.warning("lease renewal failed for thread %s: %s", thread_id, error)
                 if time.monotonic() - last_ok < self.ttl:

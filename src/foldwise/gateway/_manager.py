@@ -27,7 +27,13 @@ from foldwise._crash import crash_point
 from foldwise._lru import LRUDict
 from foldwise.errors import StorageError, ThreadBusyError, ThreadNotFoundError
 from foldwise.gateway import _stream as streams
-from foldwise.gateway._active import ActiveRun, RunSpec, flush_run_writes, record_start
+from foldwise.gateway._active import (
+    ActiveRun,
+    RunSpec,
+    fail_dead_runs,
+    flush_run_writes,
+    record_start,
+)
 from foldwise.gateway._capture import TranscriptRecorder, checkpoint_snapshot, record_values
 from foldwise.gateway._errors import (
     BusyError,
@@ -44,17 +50,15 @@ from foldwise.gateway._undo import at_checkpoint, head_id, repair_open_calls, re
 from foldwise.gateway.storage import GatewayStorage, RunStatus, ThreadStatus
 from foldwise.messages import analyze_tool_pairing
 
-__all__ = ["DEAD_WORKER", "ActiveRun", "RunManager", "RunSpec"]
+__all__ = ["ActiveRun", "RunManager", "RunSpec"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _CLEANUP_SECONDS = 10.0
 _INTERRUPT = "__interrupt__"
-DEAD_WORKER = "worker died during the run"
 _RECENT_RUNS = 32
 """Finished runs whose results stay readable by a waiter that looks after they ended."""
-"""The error of a run whose worker stopped while it ran (its lease lapsed)."""
 
 
 def _graph_input(spec: RunSpec, inputs: Sequence[BaseMessage]) -> Any:
@@ -106,11 +110,10 @@ class RunManager:
 
     # -- exclusive operations (compaction, deletion) -----------------------------------------
 
-    async def _reconcile(self, thread_id: str) -> None:
-        """Fail runs a crashed worker left `running` (we hold the lease, so they are dead)."""
-        for record in await self.storage.list_runs(thread_id, limit=20):
-            if record.status == "running" and record.run_id not in self._active:
-                await self.storage.finish_run(record.run_id, "error", DEAD_WORKER)
+    async def _reconcile(self, thread_id: str, holder: str) -> None:
+        """Fail runs a crashed worker left `running` (`fail_dead_runs`; we hold the lease)."""
+        lease = self.leases.held(thread_id, holder)
+        await fail_dead_runs(self.storage, thread_id, lease, self._active)
 
     async def reconcile_transcript(self, thread_id: str, graph: Any) -> int:
         """Record what a crash left in the thread state only (call holding the thread's lease).
@@ -158,7 +161,7 @@ class RunManager:
         operation_id = str(uuid.uuid4())
         await self.leases.acquire(thread_id, operation_id, kind)
         try:
-            await self._reconcile(thread_id)
+            await self._reconcile(thread_id, operation_id)
             if graph is not None:
                 await self.reconcile_transcript(thread_id, graph)
             yield operation_id
@@ -316,7 +319,7 @@ class RunManager:
             if queued and waiting[:1] != [run_id]:
                 await self.leases.release(thread_id, run_id)
                 return None
-            await self._reconcile(thread_id)
+            await self._reconcile(thread_id, run_id)
             config, inputs, values, head = await self._prepare(spec, self._run_config(run_id, spec))
             recorder = TranscriptRecorder.from_values(self.storage, thread_id, run_id, values)
             recorder.lease = lease_of(config)
@@ -324,9 +327,10 @@ class RunManager:
                 await self.leases.release(thread_id, run_id)
                 return None
         except BaseException as error:
-            if queued and isinstance(error, Exception) and not isinstance(error, StorageError):
+            fails = isinstance(error, Exception)
+            if queued and fails and not isinstance(error, StorageError | LeaseLostError):
                 with contextlib.suppress(StorageError):
-                    await self.storage.finish_run(run_id, "error", f"could not start: {error}")
+                    await self.storage.fail_pending_run(run_id, f"could not start: {error}")
             await self.leases.release(thread_id, run_id)
             raise
         buffer = self.new_buffer(run_id, thread_id) if stream else None
@@ -423,9 +427,9 @@ class RunManager:
             run.lease_lost = run.lease_lost or isinstance(error, LeaseLostError)
             logger.exception("run %s on thread %s failed", run.run_id, run.thread_id)
         finally:
+            run.finishing = True  # a cancel from now on changes nothing (`ActiveRun.cancel`)
             keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            await asyncio.wait({keeper})
             status = await flush_run_writes(run, status)
             await self._finish(run, status, config)
 

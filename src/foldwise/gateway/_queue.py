@@ -41,10 +41,11 @@ from typing import Any, Literal
 from langchain_core.messages import messages_from_dict, messages_to_dict
 
 from foldwise.errors import ThreadBusyError, ThreadNotFoundError
+from foldwise.gateway._active import DEAD_WORKER
 from foldwise.gateway._agents import HostedAgent
 from foldwise.gateway._capture import TranscriptRecorder
 from foldwise.gateway._errors import BusyError, GatewayClosingError
-from foldwise.gateway._manager import DEAD_WORKER, ActiveRun, RunManager, RunSpec
+from foldwise.gateway._manager import ActiveRun, RunManager, RunSpec
 from foldwise.gateway._stream import EventBuffer
 from foldwise.gateway._telemetry import note_dequeued, note_queue, traced_enqueue
 from foldwise.gateway.storage import RunRecord, ThreadStatus
@@ -222,38 +223,49 @@ class RunQueue:
     async def cancel_thread(self, thread_id: str, action: CancelAction) -> None:
         """Cancel the thread's pending runs and its running run, here or elsewhere (and wait).
 
-        A run executing in another worker is asked to stop (`request_cancel`) and waited for.
+        A run executing in another worker is asked to stop (`request_cancel`), then the
+        pending runs are cancelled, then the run is waited for: that worker starts the
+        thread's next pending run as soon as its run has stopped.
 
         Raises:
-            BusyError: What holds the thread cannot be cancelled (a compaction, a run another
-                worker is starting, or one that did not stop in time): 409.
+            BusyError: A compaction or a run another worker is starting holds the thread
+                (nothing was cancelled), or the run did not stop in time: 409.
         """
         lock = await self.storage.get_thread_lock(thread_id)
+        asked = None
         if lock is not None and lock.holder not in self.manager.active:
             if lock.kind != "run":
                 raise BusyError(thread_id, f"a {lock.kind}", 1)
-            await self._stop_elsewhere(thread_id, lock.holder, action)
+            asked = await self._ask_to_stop(thread_id, lock.holder, action)
         for record in await self.storage.thread_pending_runs(thread_id):
             await self.cancel_pending(record, action)
+        if asked is not None:
+            await self._wait_stopped(thread_id, asked)
         await self.manager.interrupt_thread(thread_id, rollback=action == "rollback")
 
-    async def _stop_elsewhere(self, thread_id: str, run_id: str, action: CancelAction) -> None:
-        """Ask the worker executing `run_id` to stop it; wait until it let the thread go.
+    async def _ask_to_stop(self, thread_id: str, run_id: str, action: CancelAction) -> str | None:
+        """Ask the worker executing `run_id` to stop it; `run_id`, or `None` if it ended.
 
         Raises:
-            BusyError: The run is not `running` (claimed but not started yet), or its worker
-                did not let the thread go within `_STOP_ELSEWHERE_SECONDS` (409).
+            BusyError: The run holds the thread but is not `running` (claimed but not started
+                yet): 409.
         """
-        what = "a run in another gateway worker"
-        if not await self.storage.request_cancel(run_id, action):
-            raise BusyError(thread_id, what, 1)
+        if await self.storage.request_cancel(run_id, action):
+            return run_id
+        lock = await self.storage.get_thread_lock(thread_id)
+        if lock is not None and lock.holder == run_id:
+            raise BusyError(thread_id, "a run in another gateway worker", 1)
+        return None  # it ended meanwhile
+
+    async def _wait_stopped(self, thread_id: str, run_id: str) -> None:
+        """Wait until the run asked to stop let the thread go (`BusyError` after a while)."""
         deadline = asyncio.get_running_loop().time() + _STOP_ELSEWHERE_SECONDS
         while asyncio.get_running_loop().time() < deadline:
             lock = await self.storage.get_thread_lock(thread_id)
             if lock is None or lock.holder != run_id:
                 return
             await asyncio.sleep(_STOP_ELSEWHERE_POLL)
-        raise BusyError(thread_id, what, 1)
+        raise BusyError(thread_id, "a run in another gateway worker", 1)
 
     async def cancel_pending(self, record: RunRecord, action: CancelAction) -> bool:
         """Cancel a run that has not started: `interrupted`, or deleted for a rollback.

@@ -69,6 +69,13 @@ LEASE_CHECK = (
 """The fencing check: the lease is still this holder's, with this token, and unexpired."""
 
 
+def _holder_match(thread_id: str, holder: str, token: int | None) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause naming one holder's lease, and its arguments (`token`: this one)."""
+    if token is None:
+        return "WHERE thread_id = ? AND holder = ?", (thread_id, holder)
+    return "WHERE thread_id = ? AND holder = ? AND token = ?", (thread_id, holder, int(token))
+
+
 def _check_owner(owner: str) -> str:
     if not isinstance(owner, str) or len(owner) > 256 or "\x00" in owner:
         raise ValueError("owner must be a string of at most 256 characters without NUL")
@@ -404,25 +411,35 @@ class SqlGatewayStorage(SqlQueueMixin, SqlOverviewMixin):
         """Take the thread's lease if it is free or expired; `False` if someone holds it."""
         return await self.acquire_thread_lease(thread_id, holder, kind, ttl_seconds) is not None
 
-    async def renew_thread_lock(self, thread_id: str, holder: str, ttl_seconds: float) -> bool:
-        """Extend the lease to now + ttl if `holder` still holds it."""
+    async def renew_thread_lock(
+        self, thread_id: str, holder: str, ttl_seconds: float, *, token: int | None = None
+    ) -> bool:
+        """Extend the lease to now + ttl if `holder` still holds it (with `token`, if given).
+
+        A queued run's holder is its run id in every worker that claims it: the token tells
+        this worker's claim from the one that took the lapsed lease over. A lapsed lease is
+        not renewed even if nobody took it: a reader has judged its run dead (`settle`).
+        """
         holder_text, _, ttl = check_lock_args(thread_id, holder, None, ttl_seconds)
+        where, args = _holder_match(thread_id, holder_text, token)
         query = self._dialect.sql(
-            "UPDATE {p}thread_locks SET expires_at = {later} WHERE thread_id = ? AND holder = ?"
+            f"UPDATE {{p}}thread_locks SET expires_at = {{later}} {where} AND expires_at > {{now}}"
         )
         async with self._dialect.write("renew_thread_lock", thread_id) as s:
-            return await s.execute(query, (ttl, thread_id, holder_text)) > 0
+            return await s.execute(query, (ttl, *args)) > 0
 
-    async def release_thread_lock(self, thread_id: str, holder: str) -> bool:
-        """Release the lease if `holder` holds it; `False` otherwise."""
+    async def release_thread_lock(
+        self, thread_id: str, holder: str, *, token: int | None = None
+    ) -> bool:
+        """Release the lease if `holder` holds it (with `token`, if given); `False` otherwise."""
         holder_text, _, _ = check_lock_args(thread_id, holder)
+        where, args = _holder_match(thread_id, holder_text, token)
         # The row stays (expired, without a holder) so the next fencing token keeps counting up.
         query = self._dialect.sql(
-            "UPDATE {p}thread_locks SET holder = '', expires_at = acquired_at "
-            "WHERE thread_id = ? AND holder = ?"
+            f"UPDATE {{p}}thread_locks SET holder = '', expires_at = acquired_at {where}"
         )
         async with self._dialect.write("release_thread_lock", thread_id) as s:
-            return await s.execute(query, (thread_id, holder_text)) > 0
+            return await s.execute(query, args) > 0
 
     async def get_thread_lock(self, thread_id: str) -> ThreadLock | None:
         """The live (unexpired) lease on the thread, or `None`."""

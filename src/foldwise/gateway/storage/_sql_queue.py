@@ -154,6 +154,14 @@ class SqlQueueMixin(SqlEventsMixin):
         async with d.write("delete_run", tid) as s:
             return await s.execute(d.sql(query), (run_id, tid)) > 0
 
+    async def fail_pending_run(self, run_id: str, error: str) -> bool:
+        """Finish a run `error` if it is still `pending` (it could not start); else `False`.
+
+        A claimant that stalled past its lease must not end the run: the worker that took the
+        lapsed lease over may be running it.
+        """
+        return await self._leave_pending("fail_pending_run", run_id, "error", error)
+
     async def cancel_pending_run(self, run_id: str, error: str) -> bool:
         """Finish a run `interrupted` if it is still `pending`; `False` if it is not."""
         return await self._leave_pending("cancel_pending_run", run_id, "interrupted", error)
@@ -164,13 +172,20 @@ class SqlQueueMixin(SqlEventsMixin):
         """Ask the worker executing the run to stop it (`interrupt` or `rollback`).
 
         Returns `False` when the run is not `running` (nothing to ask). A second request for
-        the same run keeps the first one's action.
+        the same run keeps the first one's action. The requests of runs that ended before
+        their worker read them are dropped here (else they would stay until the run is).
         """
         validate_run_id(run_id)
         if action not in ("interrupt", "rollback"):
             raise ValueError(f"action: 'interrupt' or 'rollback', got {action!r}")
         d = self._dialect
         async with d.write("request_cancel", None) as s:
+            await s.execute(
+                d.sql(
+                    "DELETE FROM {p}run_cancels WHERE run_id NOT IN "
+                    "(SELECT run_id FROM {p}runs WHERE status = 'running')"
+                )
+            )
             changed = await s.execute(
                 d.sql(
                     "INSERT INTO {p}run_cancels (run_id, action, requested_at) "
