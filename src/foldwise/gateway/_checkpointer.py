@@ -280,11 +280,14 @@ async def postgres_pool(url: str, *, max_size: int) -> AsyncIterator[AsyncConnec
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
+    from foldwise._pg_check import check_async_connection
+
     dsn, schema = postgres_target(url)
     kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     if schema is not None:
         kwargs["options"] = f"-c search_path={schema}"
-    # `check`: a connection a database restart closed is replaced when taken, not handed out.
+    # `check`: a connection a database restart closed is replaced when taken, not handed out
+    # (an empty query only when its socket is not quiet: `foldwise._pg_check`).
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         dsn,
         kwargs=kwargs,
@@ -292,7 +295,7 @@ async def postgres_pool(url: str, *, max_size: int) -> AsyncIterator[AsyncConnec
         max_size=max_size,
         open=False,
         timeout=10,
-        check=AsyncConnectionPool.check_connection,
+        check=check_async_connection,
     )
     await pool.open(wait=True, timeout=10)
     try:

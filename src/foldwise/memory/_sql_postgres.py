@@ -17,6 +17,7 @@ from typing import Any, LiteralString
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from foldwise._pg_check import check_connection
 from foldwise.errors import StorageError
 from foldwise.memory._sql_dialect import MIGRATIONS, PostgresSearch, Row, database_errors
 
@@ -101,7 +102,7 @@ class PostgresDialect(PostgresSearch):
             max_size=self._max_size,
             open=False,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(self._connect_timeout))},
-            check=ConnectionPool.check_connection,
+            check=check_connection,
             name=f"foldwise-memory-{self.schema}",
         )
         try:

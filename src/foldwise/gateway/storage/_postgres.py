@@ -19,6 +19,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from foldwise._pg_check import check_async_connection
 from foldwise.gateway.storage._base import wrap_errors
 from foldwise.gateway.storage._dialect import Dialect, Row, not_open
 from foldwise.gateway.storage._migrations import Migration
@@ -130,7 +131,7 @@ class PostgresDialect(Dialect):
             max_size=self._max_size,
             open=False,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(self._connect_timeout))},
-            check=AsyncConnectionPool.check_connection,
+            check=check_async_connection,
             name=f"foldwise-{self.schema}",
         )
         try:
