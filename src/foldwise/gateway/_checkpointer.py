@@ -155,9 +155,7 @@ class FencedWrites(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoint tuples, newest first, the held writes of the listed thread(s) first."""
-        thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
-        for held in [str(thread_id)] if thread_id is not None else self.held_writes.threads():
-            await self.settle(held)
+        await self.held_writes.settle_listed(config)
         async for item in super().alist(config, filter=filter, before=before, limit=limit):
             yield item
 

@@ -121,9 +121,7 @@ class FencedSqliteSaver(SqliteSaver):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoint tuples, newest first (read at once, then yielded)."""
-        thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
-        for held in [str(thread_id)] if thread_id is not None else self.held_writes.threads():
-            await self.settle(held)
+        await self.held_writes.settle_listed(config)
         async with self.alock:
             found = await self.loop_conn.run(
                 lambda: list(self.list(config, filter=filter, before=before, limit=limit))

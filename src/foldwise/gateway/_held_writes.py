@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from foldwise._crash import crash_point
@@ -126,6 +126,12 @@ class HeldWrites(Generic[P]):
                 await self.flush(thread_id)
             except LeaseLostError:
                 logger.warning("thread %s: held task writes dropped, lease lost", thread_id)
+
+    async def settle_listed(self, config: Mapping[str, Any] | None) -> None:
+        """Before a listing: settle its thread, or every thread with held writes."""
+        thread_id = ((config or {}).get("configurable") or {}).get("thread_id")
+        for thread in [str(thread_id)] if thread_id is not None else self.threads():
+            await self.settle(thread)
 
 
 def held_writes_of(checkpointer: Any) -> HeldWrites[Any] | None:
