@@ -24,6 +24,7 @@ from foldwise.memory import (
     open_outbox,
 )
 from foldwise.memory._pipeline import MemoryPipeline, graph_commit_check
+from foldwise.middleware._fused import fuse
 from foldwise.middleware.durable_context import DurableContextMiddleware
 from foldwise.middleware.memory import MemoryMiddleware
 from foldwise.middleware.summarization import SummarizationMiddleware
@@ -181,7 +182,7 @@ def create_agent(
         instance,
         tools=all_tools,
         system_prompt=system_prompt,
-        middleware=[*middlewares, *middleware],
+        middleware=[*_fused(middlewares, summarization), *middleware],
         state_schema=FoldwiseState,
         checkpointer=checkpointer,
         store=store,
@@ -195,6 +196,23 @@ def create_agent(
         if memory_worker:
             _start_memory_worker(agent, remembering)
     return agent
+
+
+def _fused(
+    middlewares: list[AgentMiddleware[Any, Any, Any]],
+    summarization: SummarizationMiddleware | None,
+) -> list[AgentMiddleware[Any, Any, Any]]:
+    """foldwise's stack as one node per hook (5 checkpoints for a one-call turn, not 8).
+
+    The nodes keep the summarization middleware's names (`SummarizationMiddleware.before_model`
+    writes the compaction, as before). Its `before_model` runs the offload middleware's pasted
+    input check itself, so the offload middleware's own copy is left out.
+    """
+    if summarization is None:
+        return middlewares
+    offload = summarization.offload
+    skip = [(offload, "before_model")] if offload is not None and offload in middlewares else []
+    return fuse(middlewares, name=summarization.name, skip=skip)
 
 
 def _start_memory_worker(agent: Any, middleware: MemoryMiddleware) -> None:

@@ -1,0 +1,317 @@
+"""`fuse`: foldwise's hooks in fewer graph nodes, with the same behaviour as the separate stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent as lc_create_agent
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    hook_config,
+)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+import foldwise
+import foldwise.agent as agent_module
+from foldwise.config import parse_config
+from foldwise.middleware._fused import fuse
+from foldwise.state import FoldwiseState
+from foldwise.testing import ScriptedChatModel
+
+THREAD = {"configurable": {"thread_id": "f1"}}
+SKILL = "---\nname: pricing\ndescription: price things\n---\nbody\n"
+
+
+# -- the real stack: fused and separate give the same thread and the same requests -----------
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file."""
+    return SKILL
+
+
+@tool
+def task(description: str, subagent_type: str) -> str:
+    """Delegate to a sub-agent."""
+    return "done"
+
+
+@tool
+def search(query: str) -> str:
+    """Search."""
+    return "result " * 1500
+
+
+def _script() -> list[AIMessage]:
+    def call(name: str, cid: str, args: dict[str, Any]) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": name, "id": cid, "args": args}])
+
+    return [
+        call("read_file", "r1", {"path": "/mnt/skills/pricing/SKILL.md"}),
+        call("task", "t1", {"description": "dig", "subagent_type": "r"}),
+        call("search", "s1", {"query": "big"}),
+    ]
+
+
+def _agent(tmp_path: Path, *, fused: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    def respond(messages: list[BaseMessage]) -> AIMessage:
+        if messages and "<new_messages>" in str(messages[0].content):
+            return AIMessage("the summary")
+        return AIMessage("ok")
+
+    model = ScriptedChatModel(responses=_script(), default=respond)
+    config = parse_config(
+        {
+            "summarization": {
+                "trigger": {"type": "messages", "value": 8},
+                "keep": {"type": "messages", "value": 3},
+                "min_gain_tokens": 0,
+                "fallback": None,
+            },
+            "offload": {
+                "root": str(tmp_path / ("fused" if fused else "separate")),
+                "preview_chars": 200,
+                "tool_token_limit": 800,
+                "human_token_limit": 800,
+            },
+        }
+    )
+    if not fused:
+        monkeypatch.setattr(agent_module, "_fused", lambda middlewares, summarization: middlewares)
+    agent = foldwise.create_agent(
+        config, model=model, tools=[read_file, task, search], checkpointer=InMemorySaver()
+    )
+    monkeypatch.undo()
+    return agent, model
+
+
+_VOLATILE = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|lc_[0-9a-f]+|run-[\w-]+"
+    r"|\d{4}-\d\d-\d\dT[\d:.+Z-]+|\b\d{10}(\.\d+)?\b|(separate|fused)(?=[/\"])"
+)
+
+
+def _plain(value: Any) -> str:
+    """A comparable text: ids, timestamps and the two artifact roots blanked."""
+    if isinstance(value, BaseMessage):
+        value = {
+            "type": value.type,
+            "content": value.content,
+            "tool_calls": getattr(value, "tool_calls", None),
+            "kwargs": {k: v for k, v in value.additional_kwargs.items() if k != "usage"},
+        }
+    text = json.dumps(value, default=_plain_default, sort_keys=True)
+    return _VOLATILE.sub("X", text)
+
+
+def _plain_default(value: Any) -> Any:
+    if isinstance(value, BaseMessage):
+        return json.loads(_plain(value))
+    return repr(value)
+
+
+def _turns(agent: Any, *, use_async: bool) -> None:
+    inputs = ["start", "pasted " + "word " * 1500, *[f"turn {i}" for i in range(6)]]
+    for text in inputs:
+        payload = {"messages": [HumanMessage(text)]}
+        if use_async:
+            asyncio.run(agent.ainvoke(payload, THREAD))
+        else:
+            agent.invoke(payload, THREAD)
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_fused_and_separate_stacks_give_the_same_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_async: bool
+) -> None:
+    runs = {}
+    for fused in (True, False):
+        agent, model = _agent(tmp_path, fused=fused, monkeypatch=monkeypatch)
+        _turns(agent, use_async=use_async)
+        state = agent.get_state(THREAD).values
+        checkpoints = len(list(agent.checkpointer.list(THREAD)))
+        runs[fused] = (state, model.requests, checkpoints)
+    (fused_state, fused_requests, fused_count), (state, requests, count) = runs[True], runs[False]
+    assert fused_state["compactions"] and fused_state["delegations"]
+    assert fused_state["skill_context"] and fused_state["offloads"]
+    assert {o.get("kind") for o in fused_state["offloads"]} >= {"human", "tool"}
+    for key in ("messages", "summary_text", "delegations", "skill_context", "offloads"):
+        assert _plain(fused_state[key]) == _plain(state[key]), key
+    receipts = [
+        {k: r[k] for k in ("trigger", "tokens_before", "messages_removed", "reason")}
+        for r in state["compactions"]
+    ]
+    assert [
+        {k: r[k] for k in ("trigger", "tokens_before", "messages_removed", "reason")}
+        for r in fused_state["compactions"]
+    ] == (receipts)
+    assert len(fused_requests) == len(requests)
+    for sent, expected in zip(fused_requests, requests, strict=True):
+        assert [_plain(m) for m in sent.messages] == [_plain(m) for m in expected.messages]
+    assert fused_count < count  # three fewer checkpoints per model call
+
+
+def test_a_one_call_turn_writes_five_checkpoints_not_eight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    added = {}
+    for fused in (True, False):
+        agent, _ = _agent(tmp_path, fused=fused, monkeypatch=monkeypatch)
+        agent.invoke({"messages": [HumanMessage("hi")]}, THREAD)  # the scripted tool calls
+        before = len(list(agent.checkpointer.list(THREAD)))
+        agent.invoke({"messages": [HumanMessage("again")]}, THREAD)  # one model call
+        added[fused] = len(list(agent.checkpointer.list(THREAD))) - before
+        nodes = set(agent.get_graph().nodes)
+        if fused:
+            assert "SummarizationMiddleware.before_model" in nodes
+            assert not any(n.startswith("DurableContextMiddleware") for n in nodes)
+            assert not any(n.startswith("ToolOutputOffloadMiddleware") for n in nodes)
+    # input, start, before_agent, before_model, model; the separate stack adds the durable
+    # capture before and after the model and the offload middleware's own pasted-input check.
+    assert added == {True: 5, False: 8}
+
+
+# -- the combination rules, with toy members ------------------------------------------------
+
+
+class _First(AgentMiddleware[Any, Any, Any]):
+    state_schema = FoldwiseState
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return {"messages": [AIMessage("note", id="note")], "summary_text": "first"}
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)
+
+
+class _Second(AgentMiddleware[Any, Any, Any]):
+    """Sees the first member's writes; removes its note again and overrides its summary."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str | None, list[str]]] = []
+        self.after: list[str] = []
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        self.seen.append((state.get("summary_text"), [m.id for m in state["messages"]]))
+        if any(m.id == "note" for m in state["messages"]):
+            return {"messages": [RemoveMessage(id="note")], "summary_text": "second"}
+        return None
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        self.after.append(str(state["messages"][-1].content))
+        return {"summary_text": f"after {state['messages'][-1].content}"}
+
+
+class _AsyncOnly(_Second):
+    """Every sync hook raises: the async graph must use the async twins only."""
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        raise AssertionError("sync before_model called on the async path")
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        raise AssertionError("sync after_model called on the async path")
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return _Second.before_model(self, state, runtime)
+
+    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return _Second.after_model(self, state, runtime)
+
+
+def _toy_agent(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
+    return lc_create_agent(
+        ScriptedChatModel(responses=[AIMessage("answer")] * 4),
+        middleware=middleware,
+        state_schema=FoldwiseState,
+        checkpointer=InMemorySaver(),
+    )
+
+
+def test_writes_are_applied_in_order_as_separate_nodes_apply_them() -> None:
+    results = []
+    for fused in (True, False):
+        second = _Second()
+        members: list[AgentMiddleware[Any, Any, Any]] = [_First(), second]
+        agent = _toy_agent(fuse(members, name="stack") if fused else members)
+        agent.invoke({"messages": [HumanMessage("hi", id="h")]}, THREAD)
+        state = agent.get_state(THREAD).values
+        messages = [(m.type, m.content) for m in state["messages"]]
+        results.append((messages, state["summary_text"], second.seen))
+        assert second.after == ["answer"]
+    assert results[0][0] == results[1][0] == [("human", "hi"), ("ai", "answer")]
+    assert results[0][1] == results[1][1] == "after answer"
+    assert results[0][2] == results[1][2] == [("first", ["h", "note"])]
+
+
+def test_the_async_path_uses_only_the_async_twins() -> None:
+    member = _AsyncOnly()
+    agent = _toy_agent(fuse([_First(), member], name="stack"))
+
+    async def main() -> Any:
+        return await agent.ainvoke({"messages": [HumanMessage("hi", id="h")]}, THREAD)
+
+    loop = asyncio.new_event_loop()
+    loop.set_debug(True)
+    try:
+        values = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert values["summary_text"] == "after answer"
+    assert member.seen == [("first", ["h", "note"])]
+
+
+def test_a_command_from_an_inner_layer_is_written_with_after_model_updates() -> None:
+    class Layer(AgentMiddleware[Any, Any, Any]):
+        def wrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+            response: ModelResponse[Any] = handler(request)
+            return ExtendedModelResponse(
+                model_response=response, command=Command(update={"summary_text": "layer"})
+            )
+
+    class Reader(AgentMiddleware[Any, Any, Any]):
+        def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            return {"skill_context": [{"path": "/p", "name": "n"}]}
+
+    agent = _toy_agent(fuse([Reader(), Layer()], name="stack"))
+    values = agent.invoke({"messages": [HumanMessage("hi")]}, THREAD)
+    assert values["summary_text"] == "layer"
+    assert [s["path"] for s in values["skill_context"]] == ["/p"]
+    assert not any(n.endswith("after_model") for n in agent.get_graph().nodes)
+
+
+def test_a_hook_that_can_jump_is_not_fused() -> None:
+    class Jumper(AgentMiddleware[Any, Any, Any]):
+        @hook_config(can_jump_to=["end"])
+        def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            return None
+
+    with pytest.raises(ValueError, match=r"Jumper\.before_model can jump"):
+        fuse([Jumper()], name="stack")
+
+
+def test_tools_of_members_are_offered_once() -> None:
+    @tool
+    def lookup(key: str) -> str:
+        """Look up."""
+        return key
+
+    class WithTool(AgentMiddleware[Any, Any, Any]):
+        tools = [lookup]
+
+    fused = fuse([WithTool(), _First()], name="stack")
+    assert [t.name for t in fused[0].tools] == ["lookup"]
+    with pytest.raises(ValueError, match="at least one"):
+        fuse([], name="stack")
