@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,9 @@ def _script() -> list[AIMessage]:
     ]
 
 
-def _agent(tmp_path: Path, *, fused: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+def _agent(
+    tmp_path: Path, *, fused: bool, monkeypatch: pytest.MonkeyPatch, run_ids: bool = False
+) -> tuple[Any, Any]:
     def respond(messages: list[BaseMessage]) -> AIMessage:
         if messages and "<new_messages>" in str(messages[0].content):
             return AIMessage("the summary")
@@ -89,9 +92,13 @@ def _agent(tmp_path: Path, *, fused: bool, monkeypatch: pytest.MonkeyPatch) -> t
         }
     )
     if not fused:
-        monkeypatch.setattr(agent_module, "_fused", lambda middlewares, summarization: middlewares)
+        monkeypatch.setattr(agent_module, "_fused", lambda middlewares, *_: middlewares)
     agent = foldwise.create_agent(
-        config, model=model, tools=[read_file, task, search], checkpointer=InMemorySaver()
+        config,
+        model=model,
+        tools=[read_file, task, search],
+        checkpointer=InMemorySaver(),
+        runs_carry_ids=run_ids,
     )
     monkeypatch.undo()
     return agent, model
@@ -122,29 +129,45 @@ def _plain_default(value: Any) -> Any:
     return repr(value)
 
 
-def _turns(agent: Any, *, use_async: bool) -> None:
+def _turns(agent: Any, *, use_async: bool, run_ids: bool = False) -> None:
     inputs = ["start", "pasted " + "word " * 1500, *[f"turn {i}" for i in range(6)]]
-    for text in inputs:
+    for index, text in enumerate(inputs):
         payload = {"messages": [HumanMessage(text)]}
+        config: dict[str, Any] = {**THREAD, "run_id": uuid.uuid4()} if run_ids else THREAD
         if use_async:
-            asyncio.run(agent.ainvoke(payload, THREAD))
+            asyncio.run(agent.ainvoke(payload, config))
         else:
-            agent.invoke(payload, THREAD)
+            agent.invoke(payload, config)
+        if index == 0:
+            _complete_task(agent)
 
 
+def _complete_task(agent: Any) -> None:
+    """Between runs, edit the task's result in place (as a sub-agent runner would)."""
+    messages = agent.get_state(THREAD).values["messages"]
+    result = next(m for m in messages if getattr(m, "tool_call_id", None) == "t1")
+    done = {"subagent_status": "completed", "subagent_result_brief": "priced"}
+    edited = result.model_copy(update={"additional_kwargs": done})
+    agent.update_state(THREAD, {"messages": [edited]})
+
+
+@pytest.mark.parametrize("run_ids", [False, True], ids=["hooks", "run-ids"])
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 def test_fused_and_separate_stacks_give_the_same_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_async: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_async: bool, run_ids: bool
 ) -> None:
     runs = {}
     for fused in (True, False):
-        agent, model = _agent(tmp_path, fused=fused, monkeypatch=monkeypatch)
-        _turns(agent, use_async=use_async)
+        agent, model = _agent(
+            tmp_path, fused=fused, monkeypatch=monkeypatch, run_ids=run_ids and fused
+        )
+        _turns(agent, use_async=use_async, run_ids=run_ids)
         state = agent.get_state(THREAD).values
         checkpoints = len(list(agent.checkpointer.list(THREAD)))
         runs[fused] = (state, model.requests, checkpoints)
     (fused_state, fused_requests, fused_count), (state, requests, count) = runs[True], runs[False]
-    assert fused_state["compactions"] and fused_state["delegations"]
+    assert fused_state["compactions"]
+    assert [d["status"] for d in fused_state["delegations"]] == ["completed"]
     assert fused_state["skill_context"] and fused_state["offloads"]
     assert {o.get("kind") for o in fused_state["offloads"]} >= {"human", "tool"}
     for key in ("messages", "summary_text", "delegations", "skill_context", "offloads"):
@@ -181,6 +204,58 @@ def test_a_one_call_turn_writes_five_checkpoints_not_eight(
     # input, start, before_agent, before_model, model; the separate stack adds the durable
     # capture before and after the model and the offload middleware's own pasted-input check.
     assert added == {True: 5, False: 8}
+
+
+def test_with_run_ids_a_one_call_turn_writes_four_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent, _ = _agent(tmp_path, fused=True, monkeypatch=monkeypatch, run_ids=True)
+    agent.invoke({"messages": [HumanMessage("hi")]}, {**THREAD, "run_id": uuid.uuid4()})
+    before = len(list(agent.checkpointer.list(THREAD)))
+    agent.invoke({"messages": [HumanMessage("again")]}, {**THREAD, "run_id": uuid.uuid4()})
+    assert len(list(agent.checkpointer.list(THREAD))) - before == 4
+    assert not any(n.endswith(".before_agent") for n in agent.get_graph().nodes)
+
+
+class _Starts(AgentMiddleware[Any, Any, Any]):
+    """Counts run starts; writes a channel at each so the update path is exercised."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts = 0
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        self.starts += 1
+        return {"summary_text": f"start {self.starts}"}
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo."""
+    return text
+
+
+def test_with_run_ids_the_run_start_hooks_run_once_per_run() -> None:
+    call = {"name": "echo", "id": "e", "args": {"text": "x"}}
+    model = ScriptedChatModel(responses=[AIMessage("", tool_calls=[call]), AIMessage("done")] * 3)
+    starts = _Starts()
+    agent = lc_create_agent(
+        model,
+        tools=[echo],
+        middleware=fuse([starts, _First()], name="stack", runs_have_ids=True),
+        state_schema=FoldwiseState,
+        checkpointer=InMemorySaver(),
+    )
+    for run in range(2):
+        config = {**THREAD, "run_id": uuid.uuid4()}
+        values = agent.invoke({"messages": [HumanMessage(f"go {run}")]}, config)
+        assert starts.starts == run + 1  # two model calls in the run, one start
+        assert values["summary_text"] == "first"  # written after the start, in the same node
+    agent.invoke({"messages": [HumanMessage("no id")]}, THREAD)
+    assert starts.starts == 4  # without a run id every model call counts as a start
 
 
 # -- the combination rules, with toy members ------------------------------------------------

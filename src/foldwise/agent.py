@@ -129,6 +129,7 @@ def create_agent(
     durable_channels: Sequence[DurableChannel] = (),
     memory: MemoryManager | None = None,
     memory_worker: bool = True,
+    runs_carry_ids: bool = False,
 ) -> Any:
     """Build a LangGraph agent with foldwise's state schema and middleware.
 
@@ -144,6 +145,10 @@ def create_agent(
         durable_channels: Application channels rendered in the durable data block.
         memory: Long-term memory to use (default: from the `memory:` block when enabled).
         memory_worker: Run a thread applying queued memory updates (the gateway runs its own).
+        runs_carry_ids: Every invocation's config carries a `run_id` (LangGraph's server and
+            foldwise's gateway pass one): run-start work then happens in a run's first
+            `before_model` node, one checkpoint fewer per run. A call without one is treated
+            as a new run at each model call (correct, slower).
 
     Returns:
         A compiled LangGraph graph (`langchain.agents.create_agent` under the hood).
@@ -182,7 +187,7 @@ def create_agent(
         instance,
         tools=all_tools,
         system_prompt=system_prompt,
-        middleware=[*_fused(middlewares, summarization), *middleware],
+        middleware=[*_fused(middlewares, summarization, runs_carry_ids), *middleware],
         state_schema=FoldwiseState,
         checkpointer=checkpointer,
         store=store,
@@ -201,9 +206,11 @@ def create_agent(
 def _fused(
     middlewares: list[AgentMiddleware[Any, Any, Any]],
     summarization: SummarizationMiddleware | None,
+    runs_carry_ids: bool = False,
 ) -> list[AgentMiddleware[Any, Any, Any]]:
-    """foldwise's stack as one node per hook (5 checkpoints for a one-call turn, not 8).
+    """foldwise's stack as one node per hook: 5 checkpoints for a one-call turn, not 8.
 
+    With `runs_carry_ids` (and memory off) it is 4: the run-start hooks join `before_model`.
     The nodes keep the summarization middleware's names (`SummarizationMiddleware.before_model`
     writes the compaction, as before). Its `before_model` runs the offload middleware's pasted
     input check itself, so the offload middleware's own copy is left out.
@@ -212,7 +219,7 @@ def _fused(
         return middlewares
     offload = summarization.offload
     skip = [(offload, "before_model")] if offload is not None and offload in middlewares else []
-    return fuse(middlewares, name=summarization.name, skip=skip)
+    return fuse(middlewares, name=summarization.name, skip=skip, runs_have_ids=runs_carry_ids)
 
 
 def _start_memory_worker(agent: Any, middleware: MemoryMiddleware) -> None:

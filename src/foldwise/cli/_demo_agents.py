@@ -195,5 +195,6 @@ class DemoAgents:
             system_prompt=prompt,
             name=request.assistant_id,
             memory_worker=False,  # the gateway runs the memory worker
+            runs_carry_ids=True,  # every gateway run's config carries its run id
         )
         return HostedAgent(graph, system_prompt=prompt)

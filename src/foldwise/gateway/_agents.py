@@ -113,6 +113,7 @@ def default_agent_factory(request: AgentRequest) -> HostedAgent:
         checkpointer=request.checkpointer,
         name=request.assistant_id,
         memory_worker=False,  # the gateway runs one memory worker per process
+        runs_carry_ids=True,  # every run's config carries its run id
     )
     return HostedAgent(graph)
 

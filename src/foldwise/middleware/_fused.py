@@ -11,6 +11,10 @@ writes three. `fuse` keeps the members' behaviour and order and writes fewer:
 - `after_model` runs inside the model node, on the state the model's answer makes, and its
   update is written with the answer (`ExtendedModelResponse`), so there is no node after it.
 - `wrap_model_call` / `wrap_tool_call` compose as LangChain composes them: first member outermost.
+- With `runs_have_ids` (every invocation's config carries a `run_id`, as in the gateway), the
+  `before_agent` hooks run in the first `before_model` node of each run instead of a node of
+  their own: a run id not seen before on the thread starts a run. A call without a run id is
+  taken as a new run (the hooks run again: slower, never wrong for foldwise's own).
 
 The members are never changed: `build_middlewares` still returns them one by one, usable with
 LangChain's own `create_agent`. A hook that can jump (`can_jump_to`) cannot be fused.
@@ -34,7 +38,9 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from foldwise._lru import LRUDict
 from foldwise._steps import Io, Steps, blocking, run_async, run_sync
+from foldwise._thread_id import resolve_thread_id
 
 __all__ = ["fuse"]
 
@@ -127,6 +133,24 @@ class _Writes:
         return Command(update=pairs)
 
 
+class _RunStarts:
+    """Per thread, the run id of the last model call: a different one starts a run."""
+
+    def __init__(self) -> None:
+        self._last: LRUDict[str, str] = LRUDict(10_000)
+
+    def started(self, runtime: Runtime[Any]) -> bool:
+        info = getattr(runtime, "execution_info", None)
+        run_id = getattr(info, "run_id", None)
+        if run_id is None:
+            return True
+        thread = resolve_thread_id(runtime)
+        if self._last.get(thread) == run_id:
+            return False
+        self._last[thread] = run_id
+        return True
+
+
 def _hook_io(member: AgentMiddleware[Any, Any, Any], hook: str, *args: Any) -> Io[Any]:
     """Call a member's hook with the driver's form (a sync-only hook runs off the loop)."""
     cls = type(member)
@@ -144,10 +168,12 @@ class _Fused(AgentMiddleware[Any, Any, Any]):
         members: Sequence[AgentMiddleware[Any, Any, Any]],
         name: str,
         hooked: dict[str, list[AgentMiddleware[Any, Any, Any]]],
+        runs: _RunStarts | None,
     ) -> None:
         super().__init__()
         self.members = tuple(members)
         self._name = name
+        self._runs = runs
         self.tools = [tool for member in self.members for tool in getattr(member, "tools", ())]
         self._channels = _channels(member.state_schema for member in self.members)
         # LangChain runs after-hooks last member first.
@@ -167,7 +193,13 @@ class _Fused(AgentMiddleware[Any, Any, Any]):
         return writes
 
     def _node_steps(self, hook: str, state: Any, runtime: Runtime[Any]) -> Steps[Any]:
-        writes = yield from self._sequence_steps(hook, state, runtime)
+        writes = _Writes(state, self._channels)
+        hooks = [hook]
+        if hook == "before_model" and self._runs is not None and self._runs.started(runtime):
+            hooks = ["before_agent", hook]
+        for name in hooks:
+            for member in self._hooked[name]:
+                writes.add((yield _hook_io(member, name, writes.view, runtime)))
         return writes.result()
 
     # -- hooks: `fuse` installs each under its LangChain name only when a member has it, ----
@@ -306,12 +338,15 @@ def fuse(
     *,
     name: str,
     skip: Iterable[tuple[AgentMiddleware[Any, Any, Any], str]] = (),
+    runs_have_ids: bool = False,
 ) -> list[AgentMiddleware[Any, Any, Any]]:
     """The middlewares to pass to `create_agent` in place of `members`, in the same order.
 
     The first is the fused middleware, named `name` (its nodes are `{name}.before_model`, …);
     the rest carry the members' state schemas and add no nodes. `skip` names hooks another
     member already runs itself (`(member, "before_model")`), left out of the fused node.
+    `runs_have_ids`: run the `before_agent` hooks in a run's first `before_model` node (see the
+    module docstring).
 
     Raises:
         ValueError: A member's hook can jump (`can_jump_to`), or `members` is empty.
@@ -330,6 +365,11 @@ def fuse(
     installed = {hook for hook, users in hooked.items() if users}
     if "after_model" in installed:
         installed.add("wrap_model_call")  # after_model runs inside the model call
+    runs = None
+    if runs_have_ids and "before_agent" in installed:
+        installed.discard("before_agent")  # runs in the first before_model node of a run
+        installed.add("before_model")
+        runs = _RunStarts()
     namespace: dict[str, Any] = {}
     for hook in (*_NODE_HOOKS, "wrap_model_call", "wrap_tool_call"):
         if hook in installed:
@@ -340,4 +380,4 @@ def fuse(
         _Schema(member.state_schema, f"{name}.state.{index}")
         for index, member in enumerate(members)
     ]
-    return [cls(members, name, hooked), *schemas]
+    return [cls(members, name, hooked, runs), *schemas]
