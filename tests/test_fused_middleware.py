@@ -19,6 +19,7 @@ from langchain.agents.middleware import (
     hook_config,
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
@@ -30,7 +31,7 @@ from foldwise.middleware._fused import fuse
 from foldwise.state import FoldwiseState
 from foldwise.testing import ScriptedChatModel
 
-THREAD = {"configurable": {"thread_id": "f1"}}
+THREAD: RunnableConfig = {"configurable": {"thread_id": "f1"}}
 SKILL = "---\nname: pricing\ndescription: price things\n---\nbody\n"
 
 
@@ -133,7 +134,7 @@ def _turns(agent: Any, *, use_async: bool, run_ids: bool = False) -> None:
     inputs = ["start", "pasted " + "word " * 1500, *[f"turn {i}" for i in range(6)]]
     for index, text in enumerate(inputs):
         payload = {"messages": [HumanMessage(text)]}
-        config: dict[str, Any] = {**THREAD, "run_id": uuid.uuid4()} if run_ids else THREAD
+        config: RunnableConfig = {**THREAD, "run_id": uuid.uuid4()} if run_ids else THREAD
         if use_async:
             asyncio.run(agent.ainvoke(payload, config))
         else:
@@ -250,7 +251,7 @@ def test_with_run_ids_the_run_start_hooks_run_once_per_run() -> None:
         checkpointer=InMemorySaver(),
     )
     for run in range(2):
-        config = {**THREAD, "run_id": uuid.uuid4()}
+        config: RunnableConfig = {**THREAD, "run_id": uuid.uuid4()}
         values = agent.invoke({"messages": [HumanMessage(f"go {run}")]}, config)
         assert starts.starts == run + 1  # two model calls in the run, one start
         assert values["summary_text"] == "first"  # written after the start, in the same node
