@@ -27,7 +27,10 @@ async def test_a_pooled_connection_the_server_closed_is_replaced() -> None:
                     "pid"
                 ]
             with psycopg.connect(dsn, autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                # With a timeout it returns once the backend has exited (its goodbye sent):
+                # without one it returns at once, and the pool may check the connection first
+                # (seen in CI).
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
             async with pool.connection() as conn:  # the dead one is checked and replaced
                 row = await (await conn.execute("SELECT pg_backend_pid() AS pid")).fetchone()
             assert row["pid"] != pid

@@ -228,3 +228,27 @@ async def test_writes_held_under_a_lost_lease_are_never_written(tmp_path: Path) 
         )
         assert rows == []
         await gateway.leases.release(thread, "new-holder")
+
+
+async def test_a_run_decodes_the_head_checkpoint_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """The gateway's input check and LangGraph's loop read the head; it is decoded once."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    model = ScriptedChatModel(default="ok " * 200)
+    decoded: list[int] = []
+    original = JsonPlusSerializer.loads_typed
+
+    def counting(self: Any, data: tuple[str, bytes]) -> Any:
+        if len(data[1]) >= 16 * 1024:
+            decoded.append(len(data[1]))
+        return original(self, data)
+
+    monkeypatch.setattr(JsonPlusSerializer, "loads_typed", counting)
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, _app):
+        thread = (await c.post("/threads", json={})).json()["thread_id"]
+        for turn in range(30):
+            await _wait(c, thread, f"turn {turn} " + "word " * 100)
+        decoded.clear()
+        values = await _wait(c, thread, "one more")
+        assert len(values["messages"]) == 62
+        assert len(decoded) == 1, decoded  # was 2: the same blob decoded by each reader

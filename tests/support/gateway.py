@@ -67,6 +67,7 @@ def scripted_factory(
             checkpointer=request.checkpointer,
             system_prompt=system_prompt,
             memory_worker=False,  # the gateway runs one per process, as its default factory
+            runs_carry_ids=True,  # as the default factory: every gateway run has its id
         )
         return HostedAgent(graph, system_prompt=system_prompt)
 

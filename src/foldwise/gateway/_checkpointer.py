@@ -58,6 +58,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from foldwise._crash import crash_point
 from foldwise.gateway._checkpointer_sqlite import FencedSqliteSaver
+from foldwise.gateway._decode_cache import OnceDecodedSerializer
 from foldwise.gateway._errors import LeaseLostError
 from foldwise.gateway._held_writes import HeldWrites
 from foldwise.gateway._leases import Lease, lease_of
@@ -89,8 +90,12 @@ _WritesCall = tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str]
 
 
 def safe_serializer() -> JsonPlusSerializer:
-    """A serializer that reconstructs only LangGraph's allowlisted safe types."""
-    return JsonPlusSerializer(allowed_msgpack_modules=None)
+    """A serializer that reconstructs only LangGraph's allowlisted safe types.
+
+    A large blob read twice in a row (a run's head checkpoint: the gateway's check, then
+    LangGraph's loop) is decoded once (`OnceDecodedSerializer`).
+    """
+    return OnceDecodedSerializer(allowed_msgpack_modules=None)
 
 
 def sqlite_path(url: str) -> str:
