@@ -455,3 +455,41 @@ def test_a_later_before_agent_keeps_foldwise_run_start_first(
     nodes = [name for chunk in chunks for name in chunk]
     start = nodes.index("SummarizationMiddleware.before_agent")
     assert start < nodes.index("_Opening.before_agent")
+
+
+class _Twice(AgentMiddleware[Any, Any, Any]):
+    """Calls the model twice and keeps the second answer (a retry)."""
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        handler(request)
+        return handler(request)
+
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        await handler(request)
+        return await handler(request)
+
+
+class _Noting(AgentMiddleware[Any, Any, Any]):
+    """Writes a note with every answer."""
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        return ExtendedModelResponse(
+            model_response=handler(request), command=Command(update={"messages": [AIMessage("n")]})
+        )
+
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        return ExtendedModelResponse(
+            model_response=await handler(request),
+            command=Command(update={"messages": [AIMessage("n")]}),
+        )
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_retried_inner_layer_writes_only_its_last_attempt(use_async: bool) -> None:
+    agent = _toy_agent(fuse([_Twice(), _Noting()], name="stack"))
+    payload = {"messages": [HumanMessage("hi")]}
+    if use_async:
+        values = asyncio.run(agent.ainvoke(payload, THREAD))
+    else:
+        values = agent.invoke(payload, THREAD)
+    assert [m.content for m in values["messages"]] == ["hi", "answer", "n"]  # as LangChain's

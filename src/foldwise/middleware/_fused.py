@@ -263,7 +263,12 @@ class _Fused(AgentMiddleware[Any, Any, Any]):
         def layer(index: int, sent: ModelRequest[Any]) -> ModelResponse[Any]:
             if index == len(layers):
                 return _unwrap(handler(sent), commands)
-            inner = functools.partial(layer, index + 1)
+            start = len(commands)
+
+            def inner(again: ModelRequest[Any]) -> ModelResponse[Any]:
+                del commands[start:]  # as LangChain: only the last attempt's writes count
+                return layer(index + 1, again)
+
             return _unwrap(layers[index].wrap_model_call(sent, inner), commands)
 
         response = layer(0, request)
@@ -280,7 +285,12 @@ class _Fused(AgentMiddleware[Any, Any, Any]):
         async def layer(index: int, sent: ModelRequest[Any]) -> ModelResponse[Any]:
             if index == len(layers):
                 return _unwrap(await handler(sent), commands)
-            inner = functools.partial(layer, index + 1)
+            start = len(commands)
+
+            async def inner(again: ModelRequest[Any]) -> ModelResponse[Any]:
+                del commands[start:]  # as LangChain: only the last attempt's writes count
+                return await layer(index + 1, again)
+
             return _unwrap(await layers[index].awrap_model_call(sent, inner), commands)
 
         response = await layer(0, request)
