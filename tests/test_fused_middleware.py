@@ -493,3 +493,16 @@ def test_a_retried_inner_layer_writes_only_its_last_attempt(use_async: bool) -> 
     else:
         values = agent.invoke(payload, THREAD)
     assert [m.content for m in values["messages"]] == ["hi", "answer", "n"]  # as LangChain's
+
+
+class _OnlyAsync(AgentMiddleware[Any, Any, Any]):
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return {"summary_text": "async"}
+
+
+def test_an_async_only_hook_fails_a_sync_run_as_langchain_does() -> None:
+    agent = _toy_agent(fuse([_OnlyAsync()], name="stack"))
+    with pytest.raises(TypeError, match=r"_OnlyAsync\.before_model has only an async form"):
+        agent.invoke({"messages": [HumanMessage("hi")]}, THREAD)
+    values = asyncio.run(agent.ainvoke({"messages": [HumanMessage("hi")]}, THREAD))
+    assert values["summary_text"] == "async"

@@ -155,12 +155,25 @@ class _RunStarts:
 
 
 def _hook_io(member: AgentMiddleware[Any, Any, Any], hook: str, *args: Any) -> Io[Any]:
-    """Call a member's hook with the driver's form (a sync-only hook runs off the loop)."""
+    """Call a member's hook with the driver's form (a sync-only hook runs off the loop).
+
+    An async-only hook fails a sync run, as LangChain's own node does (the base class's sync
+    hook would return None: the hook would be skipped without a word).
+    """
     cls = type(member)
     sync = getattr(member, hook)
+    if getattr(cls, hook) is getattr(AgentMiddleware, hook):
+        sync = functools.partial(_async_only, f"{member.name}.{hook}")
     if getattr(cls, "a" + hook) is not getattr(AgentMiddleware, "a" + hook):
         return Io(sync, getattr(member, "a" + hook), args, {})
     return Io(sync, blocking(sync), args, {})
+
+
+def _async_only(hook: str, *_: Any) -> None:
+    raise TypeError(
+        f"{hook} has only an async form (a{hook.rpartition('.')[2]}): run the agent "
+        "with ainvoke / astream"
+    )
 
 
 class _Fused(AgentMiddleware[Any, Any, Any]):
