@@ -332,9 +332,10 @@ def test_writes_are_applied_in_order_as_separate_nodes_apply_them() -> None:
     assert results[0][2] == results[1][2] == [("first", ["h", "note"])]
 
 
-def test_the_async_path_uses_only_the_async_twins() -> None:
+@pytest.mark.parametrize("fold", [True, False], ids=["folded", "after-model-node"])
+def test_the_async_path_uses_only_the_async_twins(fold: bool) -> None:
     member = _AsyncOnly()
-    agent = _toy_agent(fuse([_First(), member], name="stack"))
+    agent = _toy_agent(fuse([_First(), member], name="stack", fold_after_model=fold))
 
     async def main() -> Any:
         return await agent.ainvoke({"messages": [HumanMessage("hi", id="h")]}, THREAD)
@@ -391,3 +392,117 @@ def test_tools_of_members_are_offered_once() -> None:
     assert [t.name for t in fused[0].tools] == ["lookup"]
     with pytest.raises(ValueError, match="at least one"):
         fuse([], name="stack")
+
+
+# -- a middleware placed after foldwise's keeps LangChain's hook order -----------------------
+
+
+class _Guard(AgentMiddleware[Any, Any, Any]):
+    """Discards the first answer (a `task` call) and asks the model again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[list[str]] = []
+
+    @hook_config(can_jump_to=["model"])
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        self.seen.append(sorted(key for key in state if state.get(key)))
+        if state["messages"][-1].id == "bad":
+            return {"messages": [RemoveMessage(id="bad")], "jump_to": "model"}
+        return None
+
+
+def test_a_later_after_model_runs_before_foldwise_sees_the_answer() -> None:
+    """The durable capture must not record a delegation from an answer a guard threw away."""
+    dispatch = {"name": "task", "id": "t9", "args": {"description": "drop", "subagent_type": "r"}}
+    model = ScriptedChatModel(
+        responses=[AIMessage("", id="bad", tool_calls=[dispatch]), AIMessage("fine")],
+        default=lambda _: AIMessage("more"),
+    )
+    guard = _Guard()
+    agent = foldwise.create_agent(
+        parse_config({"summarization": {"fallback": None}}),
+        model=model,
+        tools=[task],
+        checkpointer=InMemorySaver(),
+        middleware=[guard],
+    )
+    agent.invoke({"messages": [HumanMessage("hi")]}, THREAD)
+    agent.invoke({"messages": [HumanMessage("again")]}, THREAD)
+    assert not agent.get_state(THREAD).values.get("delegations")
+    assert guard.seen[0] == ["messages"]  # as with the separate stack: nothing captured yet
+    assert not any("drop" in str(m.content) for m in model.requests[-1].messages)
+    assert "SummarizationMiddleware.after_model" in agent.get_graph().nodes
+
+
+class _Opening(AgentMiddleware[Any, Any, Any]):
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+
+def test_a_later_before_agent_keeps_foldwise_run_start_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = foldwise.create_agent(
+        parse_config({}),
+        model=ScriptedChatModel(responses=[AIMessage("ok")]),
+        checkpointer=InMemorySaver(),
+        middleware=[_Opening()],
+        runs_carry_ids=True,
+    )
+    config: RunnableConfig = {**THREAD, "run_id": uuid.uuid4()}
+    chunks = agent.stream({"messages": [HumanMessage("hi")]}, config, stream_mode="updates")
+    nodes = [name for chunk in chunks for name in chunk]
+    start = nodes.index("SummarizationMiddleware.before_agent")
+    assert start < nodes.index("_Opening.before_agent")
+
+
+class _Twice(AgentMiddleware[Any, Any, Any]):
+    """Calls the model twice and keeps the second answer (a retry)."""
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        handler(request)
+        return handler(request)
+
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        await handler(request)
+        return await handler(request)
+
+
+class _Noting(AgentMiddleware[Any, Any, Any]):
+    """Writes a note with every answer."""
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        return ExtendedModelResponse(
+            model_response=handler(request), command=Command(update={"messages": [AIMessage("n")]})
+        )
+
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        return ExtendedModelResponse(
+            model_response=await handler(request),
+            command=Command(update={"messages": [AIMessage("n")]}),
+        )
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_retried_inner_layer_writes_only_its_last_attempt(use_async: bool) -> None:
+    agent = _toy_agent(fuse([_Twice(), _Noting()], name="stack"))
+    payload = {"messages": [HumanMessage("hi")]}
+    if use_async:
+        values = asyncio.run(agent.ainvoke(payload, THREAD))
+    else:
+        values = agent.invoke(payload, THREAD)
+    assert [m.content for m in values["messages"]] == ["hi", "answer", "n"]  # as LangChain's
+
+
+class _OnlyAsync(AgentMiddleware[Any, Any, Any]):
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return {"summary_text": "async"}
+
+
+def test_an_async_only_hook_fails_a_sync_run_as_langchain_does() -> None:
+    agent = _toy_agent(fuse([_OnlyAsync()], name="stack"))
+    with pytest.raises(TypeError, match=r"_OnlyAsync\.before_model has only an async form"):
+        agent.invoke({"messages": [HumanMessage("hi")]}, THREAD)
+    values = asyncio.run(agent.ainvoke({"messages": [HumanMessage("hi")]}, THREAD))
+    assert values["summary_text"] == "async"

@@ -24,7 +24,7 @@ from foldwise.memory import (
     open_outbox,
 )
 from foldwise.memory._pipeline import MemoryPipeline, graph_commit_check
-from foldwise.middleware._fused import fuse
+from foldwise.middleware._fused import fuse, has_hook
 from foldwise.middleware.durable_context import DurableContextMiddleware
 from foldwise.middleware.memory import MemoryMiddleware
 from foldwise.middleware.summarization import SummarizationMiddleware
@@ -154,19 +154,7 @@ def create_agent(
         A compiled LangGraph graph (`langchain.agents.create_agent` under the hood).
     """
     config = config or FoldwiseConfig()
-    registry: ModelRegistry | None = None
-    run_name: str | None = None
-    instance: BaseChatModel | None = None
-    if isinstance(model, BaseChatModel):
-        instance = model
-    else:
-        registry = ModelRegistry(config)
-        run_name = model or registry.default_name
-        if run_name is None:
-            raise ConfigError("no model given and no models configured", key="models")
-        if not registry.knows(run_name):
-            raise ConfigError(f"{run_name!r} names no configured model", key="model")
-        instance = registry.get(run_name)
+    instance, registry, run_name = _run_model(config, model)
     all_tools = [*load_tools(config), *tools]
     counter = get_counter(config.model(run_name) if run_name else None, config=config)
     static = counter.count_tools(all_tools)
@@ -187,7 +175,7 @@ def create_agent(
         instance,
         tools=all_tools,
         system_prompt=system_prompt,
-        middleware=[*_fused(middlewares, summarization, runs_carry_ids), *middleware],
+        middleware=[*_fused(middlewares, summarization, runs_carry_ids, middleware), *middleware],
         state_schema=FoldwiseState,
         checkpointer=checkpointer,
         store=store,
@@ -203,23 +191,48 @@ def create_agent(
     return agent
 
 
+def _run_model(
+    config: FoldwiseConfig, model: BaseChatModel | str | None
+) -> tuple[BaseChatModel, ModelRegistry | None, str | None]:
+    """The run model, the registry it came from and its configured name (none for an instance)."""
+    if isinstance(model, BaseChatModel):
+        return model, None, None
+    registry = ModelRegistry(config)
+    run_name = model or registry.default_name
+    if run_name is None:
+        raise ConfigError("no model given and no models configured", key="models")
+    if not registry.knows(run_name):
+        raise ConfigError(f"{run_name!r} names no configured model", key="model")
+    return registry.get(run_name), registry, run_name
+
+
 def _fused(
     middlewares: list[AgentMiddleware[Any, Any, Any]],
     summarization: SummarizationMiddleware | None,
     runs_carry_ids: bool = False,
+    after: Sequence[AgentMiddleware[Any, Any, Any]] = (),
 ) -> list[AgentMiddleware[Any, Any, Any]]:
     """foldwise's stack as one node per hook: 5 checkpoints for a one-call turn, not 8.
 
     With `runs_carry_ids` (and memory off) it is 4: the run-start hooks join `before_model`.
     The nodes keep the summarization middleware's names (`SummarizationMiddleware.before_model`
     writes the compaction, as before). Its `before_model` runs the offload middleware's pasted
-    input check itself, so the offload middleware's own copy is left out.
+    input check itself, so the offload middleware's own copy is left out. A hook moved to
+    another node must not pass a hook of the same kind in the middleware placed `after`
+    foldwise's: LangChain runs their `after_model` hooks before foldwise's (they may change the
+    answer or jump away) and their `before_agent` hooks after foldwise's.
     """
     if summarization is None:
         return middlewares
     offload = summarization.offload
     skip = [(offload, "before_model")] if offload is not None and offload in middlewares else []
-    return fuse(middlewares, name=summarization.name, skip=skip, runs_have_ids=runs_carry_ids)
+    return fuse(
+        middlewares,
+        name=summarization.name,
+        skip=skip,
+        runs_have_ids=runs_carry_ids and not any(has_hook(m, "before_agent") for m in after),
+        fold_after_model=not any(has_hook(m, "after_model") for m in after),
+    )
 
 
 def _start_memory_worker(agent: Any, middleware: MemoryMiddleware) -> None:

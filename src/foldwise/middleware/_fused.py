@@ -10,6 +10,9 @@ writes three. `fuse` keeps the members' behaviour and order and writes fewer:
   the channels' reducers); the node writes all their updates in that order.
 - `after_model` runs inside the model node, on the state the model's answer makes, and its
   update is written with the answer (`ExtendedModelResponse`), so there is no node after it.
+  With `fold_after_model=False` it keeps a node of its own instead: a middleware placed after
+  the members with its own `after_model` then runs first, as LangChain orders after-hooks (it
+  may change the answer or jump away before the members see it).
 - `wrap_model_call` / `wrap_tool_call` compose as LangChain composes them: first member outermost.
 - With `runs_have_ids` (every invocation's config carries a `run_id`, as in the gateway), the
   `before_agent` hooks run in the first `before_model` node of each run instead of a node of
@@ -42,13 +45,13 @@ from foldwise._lru import LRUDict
 from foldwise._steps import Io, Steps, blocking, run_async, run_sync
 from foldwise._thread_id import resolve_thread_id
 
-__all__ = ["fuse"]
+__all__ = ["fuse", "has_hook"]
 
 _STATE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
 _ALL_HOOKS = (*_STATE_HOOKS, "wrap_model_call", "wrap_tool_call")
 
 
-def _has(member: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
+def has_hook(member: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
     """Whether `member` overrides `hook` or its async twin (LangChain's own test)."""
     cls = type(member)
     return any(
@@ -152,12 +155,25 @@ class _RunStarts:
 
 
 def _hook_io(member: AgentMiddleware[Any, Any, Any], hook: str, *args: Any) -> Io[Any]:
-    """Call a member's hook with the driver's form (a sync-only hook runs off the loop)."""
+    """Call a member's hook with the driver's form (a sync-only hook runs off the loop).
+
+    An async-only hook fails a sync run, as LangChain's own node does (the base class's sync
+    hook would return None: the hook would be skipped without a word).
+    """
     cls = type(member)
     sync = getattr(member, hook)
+    if getattr(cls, hook) is getattr(AgentMiddleware, hook):
+        sync = functools.partial(_async_only, f"{member.name}.{hook}")
     if getattr(cls, "a" + hook) is not getattr(AgentMiddleware, "a" + hook):
         return Io(sync, getattr(member, "a" + hook), args, {})
     return Io(sync, blocking(sync), args, {})
+
+
+def _async_only(hook: str, *_: Any) -> None:
+    raise TypeError(
+        f"{hook} has only an async form (a{hook.rpartition('.')[2]}): run the agent "
+        "with ainvoke / astream"
+    )
 
 
 class _Fused(AgentMiddleware[Any, Any, Any]):
@@ -169,11 +185,13 @@ class _Fused(AgentMiddleware[Any, Any, Any]):
         name: str,
         hooked: dict[str, list[AgentMiddleware[Any, Any, Any]]],
         runs: _RunStarts | None,
+        fold_after_model: bool = True,
     ) -> None:
         super().__init__()
         self.members = tuple(members)
         self._name = name
         self._runs = runs
+        self._fold_after_model = fold_after_model
         self.tools = [tool for member in self.members for tool in getattr(member, "tools", ())]
         self._channels = _channels(member.state_schema for member in self.members)
         # LangChain runs after-hooks last member first.
@@ -217,6 +235,12 @@ class _Fused(AgentMiddleware[Any, Any, Any]):
     async def _fused_abefore_model(self, state: Any, runtime: Runtime[Any]) -> Any:
         return await run_async(self._node_steps("before_model", state, runtime))
 
+    def _fused_after_model(self, state: Any, runtime: Runtime[Any]) -> Any:
+        return run_sync(self._node_steps("after_model", state, runtime))
+
+    async def _fused_aafter_model(self, state: Any, runtime: Runtime[Any]) -> Any:
+        return await run_async(self._node_steps("after_model", state, runtime))
+
     def _fused_after_agent(self, state: Any, runtime: Runtime[Any]) -> Any:
         return run_sync(self._node_steps("after_agent", state, runtime))
 
@@ -232,7 +256,7 @@ class _Fused(AgentMiddleware[Any, Any, Any]):
         pairs: list[tuple[str, Any]] = []
         for command in commands:
             pairs.extend(command._update_as_tuples())
-        if self._hooked["after_model"]:
+        if self._fold_after_model and self._hooked["after_model"]:
             state: dict[str, Any] = dict(request.state)
             state["messages"] = [*(state.get("messages") or []), *response.result]
             writes = yield from self._sequence_steps("after_model", state, request.runtime)
@@ -252,7 +276,12 @@ class _Fused(AgentMiddleware[Any, Any, Any]):
         def layer(index: int, sent: ModelRequest[Any]) -> ModelResponse[Any]:
             if index == len(layers):
                 return _unwrap(handler(sent), commands)
-            inner = functools.partial(layer, index + 1)
+            start = len(commands)
+
+            def inner(again: ModelRequest[Any]) -> ModelResponse[Any]:
+                del commands[start:]  # as LangChain: only the last attempt's writes count
+                return layer(index + 1, again)
+
             return _unwrap(layers[index].wrap_model_call(sent, inner), commands)
 
         response = layer(0, request)
@@ -269,7 +298,12 @@ class _Fused(AgentMiddleware[Any, Any, Any]):
         async def layer(index: int, sent: ModelRequest[Any]) -> ModelResponse[Any]:
             if index == len(layers):
                 return _unwrap(await handler(sent), commands)
-            inner = functools.partial(layer, index + 1)
+            start = len(commands)
+
+            async def inner(again: ModelRequest[Any]) -> ModelResponse[Any]:
+                del commands[start:]  # as LangChain: only the last attempt's writes count
+                return await layer(index + 1, again)
+
             return _unwrap(await layers[index].awrap_model_call(sent, inner), commands)
 
         response = await layer(0, request)
@@ -330,7 +364,7 @@ class _Schema(AgentMiddleware[Any, Any, Any]):
         return self._name
 
 
-_NODE_HOOKS = ("before_agent", "before_model", "after_agent")
+_NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
 
 
 def fuse(
@@ -339,6 +373,7 @@ def fuse(
     name: str,
     skip: Iterable[tuple[AgentMiddleware[Any, Any, Any], str]] = (),
     runs_have_ids: bool = False,
+    fold_after_model: bool = True,
 ) -> list[AgentMiddleware[Any, Any, Any]]:
     """The middlewares to pass to `create_agent` in place of `members`, in the same order.
 
@@ -346,7 +381,8 @@ def fuse(
     the rest carry the members' state schemas and add no nodes. `skip` names hooks another
     member already runs itself (`(member, "before_model")`), left out of the fused node.
     `runs_have_ids`: run the `before_agent` hooks in a run's first `before_model` node (see the
-    module docstring).
+    module docstring). `fold_after_model=False`: the `after_model` hooks keep a node of their
+    own (pass it when a middleware after the members has an `after_model` hook).
 
     Raises:
         ValueError: A member's hook can jump (`can_jump_to`), or `members` is empty.
@@ -359,12 +395,13 @@ def fuse(
                 raise ValueError(f"{member.name}.{hook} can jump; it cannot be fused")
     skipped = {(id(member), hook) for member, hook in skip}
     hooked = {
-        hook: [m for m in members if _has(m, hook) and (id(m), hook) not in skipped]
+        hook: [m for m in members if has_hook(m, hook) and (id(m), hook) not in skipped]
         for hook in _ALL_HOOKS
     }
     installed = {hook for hook, users in hooked.items() if users}
-    if "after_model" in installed:
+    if "after_model" in installed and fold_after_model:
         installed.add("wrap_model_call")  # after_model runs inside the model call
+        installed.discard("after_model")
     runs = None
     if runs_have_ids and "before_agent" in installed:
         installed.discard("before_agent")  # runs in the first before_model node of a run
@@ -380,4 +417,4 @@ def fuse(
         _Schema(member.state_schema, f"{name}.state.{index}")
         for index, member in enumerate(members)
     ]
-    return [cls(members, name, hooked, runs), *schemas]
+    return [cls(members, name, hooked, runs, fold_after_model), *schemas]
