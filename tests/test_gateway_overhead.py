@@ -95,7 +95,9 @@ async def test_a_run_costs_one_transaction_per_storage_step_and_one_thread_hop_e
         # Checkpoints: one transaction per step, its task writes committed with its checkpoint
         # (before issue 16: one for the writes and one for the checkpoint).
         steps = checkpoints["INSERT checkpoints"]
-        assert steps >= 3, checkpoints  # input, model, and the middleware steps around it
+        # input, start, foldwise's before_model (run start included), model: the middleware
+        # runs fused, one node per hook kind (8 steps before).
+        assert steps == 4, checkpoints
         assert checkpoints["INSERT writes"] >= steps, checkpoints
         assert checkpoints["COMMIT"] == steps, checkpoints
         # Of the statements, only COMMIT leaves the event loop, and BEGIN IMMEDIATE when the

@@ -115,7 +115,9 @@ async def test_a_run_costs_one_transaction_per_step_and_one_lease_check_each(
         assert storage.transactions == 5, storage.statements
         counts = checkpoints.statements
         steps = counts["INSERT checkpoints"]
-        assert steps >= 3, counts  # input, model, and the middleware steps around it
+        # input, start, foldwise's before_model (run start included), model: the middleware
+        # runs fused, one node per hook kind (8 steps before).
+        assert steps == 4, counts
         assert counts["INSERT checkpoint_writes"] >= 3, counts
         # One transaction per step, one lease check each: the step's task writes commit with
         # its checkpoint (before: 15 transactions and 15 lease checks for 8 steps).
