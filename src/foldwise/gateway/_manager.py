@@ -35,6 +35,7 @@ from foldwise.gateway._active import (
     record_start,
 )
 from foldwise.gateway._capture import TranscriptRecorder, checkpoint_snapshot, record_values
+from foldwise.gateway._decode_cache import read_kept
 from foldwise.gateway._errors import (
     BusyError,
     GatewayClosingError,
@@ -227,12 +228,11 @@ class RunManager:
     ) -> tuple[RunnableConfig, list[BaseMessage], dict[str, Any], str | None]:
         """Resolve the checkpoint to run from; return its config, inputs, values and head id.
 
-        The head's id is where a rollback returns to. An earlier checkpoint than the head forks
-        the thread there (LangGraph's semantics); what a crash left unrecorded at the head is
-        recorded first, since the head moves.
+        The head's id is where a rollback returns to. An earlier checkpoint forks the thread
+        there, as LangGraph does: the head moves, so what a crash left unrecorded is recorded first.
         """
         graph = spec.hosted.graph
-        head = await graph.aget_state(config)
+        head = await read_kept(graph.aget_state(config))  # the loop reads it next: decoded once
         snapshot = head
         new_input = bool(spec.messages) and spec.command is None
         # Tools that finished in a step that failed (or a crash cut) keep their results, which
@@ -245,7 +245,7 @@ class RunManager:
             snapshot = await checkpoint_snapshot(graph, config)
         if spec.checkpoint_id is not None and spec.checkpoint_id != head_id(head):
             config = at_checkpoint(config, spec.checkpoint_id)
-            snapshot = await graph.aget_state(config)
+            snapshot = await read_kept(graph.aget_state(config))  # the loop runs from it
             if snapshot.created_at is None:
                 raise RequestFieldError(
                     "checkpoint_id", f"no checkpoint {spec.checkpoint_id!r} in this thread"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -58,9 +59,14 @@ class LoopConnection:
         return self._conn
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Call `fn(*args)` in the worker thread; a cancelled caller still waits for it."""
+        """Call `fn(*args)` in the worker thread; a cancelled caller still waits for it.
+
+        `fn` runs in a copy of the caller's context, as with `asyncio.to_thread` (the
+        checkpoint serializer reads a context variable: `keeping_decodes`).
+        """
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, fn, *args)
+        context = contextvars.copy_context()
+        future = loop.run_in_executor(self._executor, context.run, fn, *args)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
