@@ -24,7 +24,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 import foldwise.gateway._checkpoint_pack as pack_module
-from foldwise.gateway._checkpoint_pack import ChannelPacker
+from foldwise.gateway._checkpoint_pack import VALUES_KEY, ChannelPacker
 
 SERDE = JsonPlusSerializer()
 
@@ -75,9 +75,32 @@ def _graph(saver: Recorder) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-def _replay(puts: list[tuple[RunnableConfig, Checkpoint, ChannelVersions]], **kwargs: Any) -> int:
+def _without_rows(checkpoint: Checkpoint, own_rows_from: int | None) -> tuple[Any, list[Any]]:
+    """The checkpoint as the blob holds it when values of `own_rows_from` bytes get rows."""
+    if own_rows_from is None:
+        return checkpoint, []
+    versions = checkpoint["channel_versions"]
+    large = [
+        (channel, value)
+        for channel, value in checkpoint["channel_values"].items()
+        if channel in versions and len(SERDE.dumps_typed(value)[1]) >= own_rows_from
+    ]
+    if not large:
+        return checkpoint, []
+    values = {k: v for k, v in checkpoint["channel_values"].items() if k not in dict(large)}
+    refs = {channel: versions[channel] for channel, _ in large}
+    return {**checkpoint, "channel_values": values, VALUES_KEY: refs}, large
+
+
+def _replay(
+    puts: list[tuple[RunnableConfig, Checkpoint, ChannelVersions]],
+    own_rows_from: int | None = None,
+    **kwargs: Any,
+) -> int:
     """Pack every recorded checkpoint; assert each blob equals the serializer's.
 
+    With `own_rows_from`, the blob is the serializer's of the checkpoint without its large
+    values (listed under `VALUES_KEY`), and each row decodes to its value at its version.
     Returns how many channel values were spliced (not packed again).
     """
     packer = ChannelPacker(SERDE, **kwargs)
@@ -94,8 +117,15 @@ def _replay(puts: list[tuple[RunnableConfig, Checkpoint, ChannelVersions]], **kw
             configurable = config["configurable"]
             thread = (configurable["thread_id"], configurable.get("checkpoint_ns", ""))
             parent = configurable.get("checkpoint_id")
-            blob = packer.dumps_typed(thread, parent, checkpoint, new_versions)
-            assert blob == SERDE.dumps_typed(checkpoint)
+            result = packer.pack(
+                thread, parent, checkpoint, new_versions, own_rows_from=own_rows_from
+            )
+            expected, large = _without_rows(checkpoint, own_rows_from)
+            assert (result.type, result.blob) == SERDE.dumps_typed(expected)
+            assert [row.channel for row in result.rows] == [channel for channel, _ in large]
+            for row, (channel, value) in zip(result.rows, large, strict=True):
+                assert row.version == str(checkpoint["channel_versions"][channel])
+                assert SERDE.loads_typed((row.type, row.value)) == value
     finally:
         pack_module._packed_channel = real
     return sum(len(checkpoint["channel_values"]) for _, checkpoint, _ in puts) - packed
@@ -137,6 +167,39 @@ def _config(parent: str | None) -> RunnableConfig:
     return {"configurable": configurable}
 
 
+def test_large_values_get_rows_and_the_rest_is_the_serializers_blob() -> None:
+    saver = Recorder()
+    graph = _graph(saver)
+    config: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    for turn in range(12):
+        graph.invoke({"messages": [HumanMessage(f"turn {turn} " + "w" * 400)], "note": "n"}, config)
+    history = list(graph.get_state_history(config))
+    forked = graph.update_state(history[20].config, {"messages": [HumanMessage("edited")]})
+    graph.invoke(None, forked)
+    graph.invoke(None, history[7].config)  # time travel
+    assert _replay(saver.puts, own_rows_from=2048) > len(saver.puts)
+    rows = 0
+    packer = ChannelPacker(SERDE)
+    for put_config, checkpoint, new_versions in saver.puts:
+        configurable = put_config["configurable"]
+        thread = (configurable["thread_id"], configurable.get("checkpoint_ns", ""))
+        parent = configurable.get("checkpoint_id")
+        rows += len(packer.pack(thread, parent, checkpoint, new_versions, own_rows_from=2048).rows)
+    assert 0 < rows < len(saver.puts)  # the messages grew past 2 KiB on the way
+
+
+def test_a_delta_snapshot_and_a_value_without_version_stay_in_the_blob() -> None:
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+    values = {"doc": "x" * 100, "snap": _DeltaSnapshot(["y" * 100]), "loose": "z" * 100}
+    checkpoint = _checkpoint("c1", values, {"doc": "1", "snap": "1"})
+    checkpoint["channel_versions"].pop("loose", None)
+    packed = ChannelPacker(SERDE).pack(("t", ""), None, checkpoint, {}, own_rows_from=50)
+    assert [row.channel for row in packed.rows] == ["doc"]
+    blob = SERDE.loads_typed((packed.type, packed.blob))
+    assert set(blob["channel_values"]) == {"snap", "loose"} and blob[VALUES_KEY] == {"doc": "1"}
+
+
 def test_a_version_reused_on_another_branch_is_packed_again() -> None:
     # Two branches both call their value of "doc" version "2" (int-style versions): the kept
     # bytes belong to the checkpoint packed last, so a child of the other branch packs anew.
@@ -162,6 +225,12 @@ def test_other_serializers_and_refused_values_take_the_serializers_own_path() ->
     checkpoint = _checkpoint("c1", {"doc": "x"}, {"doc": "1"})
     packer = ChannelPacker(Wrapped())
     assert packer.dumps_typed(("t", ""), None, checkpoint, {})[1].startswith(b"wrapped:")
+    large = _checkpoint("c3", {"doc": "x" * 100, "n": 1}, {"doc": "1", "n": "1"})
+    packed = packer.pack(("t", ""), None, large, {}, own_rows_from=50)
+    assert [(row.channel, row.version) for row in packed.rows] == [("doc", "1")]
+    assert packed.rows[0].value == b"wrapped:" + SERDE.dumps_typed("x" * 100)[1]
+    rest = {**large, "channel_values": {"n": 1}, VALUES_KEY: {"doc": "1"}}
+    assert (packed.type, packed.blob) == Wrapped().dumps_typed(rest)
 
     refused = _checkpoint("c2", {"doc": "x", "big": 2**80}, {"doc": "1", "big": "1"})
     fallback = JsonPlusSerializer(pickle_fallback=True)

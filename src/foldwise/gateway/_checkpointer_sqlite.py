@@ -11,7 +11,14 @@ commit's sync — run in the worker thread.
 
 A checkpoint's blob is LangGraph's (the serializer's msgpack of the whole checkpoint), packed
 by `ChannelPacker`: channels a step did not change are spliced from the bytes packed for the
-step before instead of being encoded again.
+step before instead of being encoded again. A channel value packed to `ROW_MIN_BYTES` or more
+(the message list, in practice) is stored once per version in ``foldwise_channel_values`` (as
+LangGraph's PostgreSQL saver stores ``checkpoint_blobs``), written with ``INSERT OR IGNORE`` in
+the checkpoint's transaction by every checkpoint that holds it; the blob lists it under
+`VALUES_KEY`. A step that does not change the messages then writes a blob of a few hundred bytes
+instead of the whole history. The reads (`get_tuple`, `list`) put the values back, so a tuple
+reads as LangGraph's saver would return it; blobs without the key (older databases) are
+returned as they are, and a missing row is a `StorageError` naming thread, channel and version.
 
 One transaction per step. LangGraph saves a step's task writes (`aput_writes`) as each task
 ends and then the step's checkpoint (`aput`): two commits, each a sync of the WAL. Writes
@@ -39,7 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -56,13 +63,31 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from foldwise._crash import crash_point
-from foldwise.gateway._checkpoint_pack import ChannelPacker
+from foldwise.errors import StorageError
+from foldwise.gateway._checkpoint_pack import VALUES_KEY, ChannelPacker
 from foldwise.gateway._errors import LeaseLostError
 from foldwise.gateway._held_writes import HeldWrites
 from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage._sqlite_conn import LoopConnection
 
-__all__ = ["FencedSqliteSaver"]
+__all__ = ["ROW_MIN_BYTES", "FencedSqliteSaver"]
+
+ROW_MIN_BYTES = 16 * 1024
+"""Channel values packed to this many bytes or more are stored in their own rows."""
+
+_VALUES_TABLE_SQL = (
+    "CREATE TABLE IF NOT EXISTS foldwise_channel_values (thread_id TEXT NOT NULL, "
+    "checkpoint_ns TEXT NOT NULL DEFAULT '', channel TEXT NOT NULL, version TEXT NOT NULL, "
+    "type TEXT, value BLOB, PRIMARY KEY (thread_id, checkpoint_ns, channel, version))"
+)
+_VALUES_SQL = (
+    "INSERT OR IGNORE INTO foldwise_channel_values (thread_id, checkpoint_ns, channel, "
+    "version, type, value) VALUES (?, ?, ?, ?, ?, ?)"
+)
+_VALUE_SQL = (
+    "SELECT type, value FROM foldwise_channel_values "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? AND version = ?"
+)
 
 _PUT_SQL = (
     "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
@@ -103,6 +128,58 @@ class FencedSqliteSaver(SqliteSaver):
         """Create LangGraph's tables (in the worker thread: it may wait for the file)."""
         async with self.alock:
             await self.loop_conn.run(self.setup)
+
+    def setup(self) -> None:
+        """LangGraph's tables and ``foldwise_channel_values`` (each only if missing)."""
+        if self.is_setup:
+            return
+        self.conn.execute(_VALUES_TABLE_SQL)
+        super().setup()
+
+    # sync reads (run in the connection's worker thread): large values put back ------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """LangGraph's `get_tuple`, the values stored in their own rows put back."""
+        found = super().get_tuple(config)
+        return None if found is None else self._with_rows(found)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """LangGraph's `list`, the values stored in their own rows put back."""
+        for found in super().list(config, filter=filter, before=before, limit=limit):
+            yield self._with_rows(found)
+
+    def _with_rows(self, found: CheckpointTuple) -> CheckpointTuple:
+        """`found` with the channel values its blob lists under `VALUES_KEY` read back.
+
+        Raises:
+            StorageError: A listed value has no row (names thread, channel and version).
+        """
+        checkpoint: dict[str, Any] = found.checkpoint  # type: ignore[assignment]
+        refs = checkpoint.pop(VALUES_KEY, None)
+        if not refs:
+            return found
+        configurable = found.config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        checkpoint_ns = configurable.get("checkpoint_ns", "")
+        values = checkpoint["channel_values"]
+        for channel, version in refs.items():
+            key = (thread_id, checkpoint_ns, channel, str(version))
+            row = self.conn.execute(_VALUE_SQL, key).fetchone()
+            if row is None:
+                raise StorageError(
+                    f"thread {thread_id}: checkpoint {checkpoint['id']} lists channel "
+                    f"{channel!r} at version {version}, but foldwise_channel_values has no "
+                    "such row (the database was changed outside foldwise?)"
+                )
+            values[channel] = self.serde.loads_typed((row[0], row[1]))
+        return found
 
     # reads: one call each in the worker thread ----------------------------------------------
 
@@ -177,15 +254,18 @@ class FencedSqliteSaver(SqliteSaver):
         checkpoint_ns = configurable["checkpoint_ns"]
         parent = configurable.get("checkpoint_id")
         thread = (thread_id, checkpoint_ns)
-        type_, blob = self._packer.dumps_typed(thread, parent, checkpoint, new_versions)
+        packed = self._packer.pack(
+            thread, parent, checkpoint, new_versions, own_rows_from=ROW_MIN_BYTES
+        )
+        values = [(thread_id, checkpoint_ns, *row) for row in packed.rows]
         meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
         row = (
             thread_id,
             checkpoint_ns,
             checkpoint["id"],
             parent,
-            type_,
-            blob,
+            packed.type,
+            packed.blob,
             meta.encode("utf-8", "ignore"),
         )
         lease = lease_of(config)
@@ -196,6 +276,8 @@ class FencedSqliteSaver(SqliteSaver):
             async with self.transaction(lease) as conn:
                 for _, (sql, rows) in held:  # the step's task writes: same transaction
                     conn.executemany(sql, rows)
+                if values:  # every time: the parent may be older than this table
+                    conn.executemany(_VALUES_SQL, values)
                 conn.execute(_PUT_SQL, row)
         except LeaseLostError:
             raise
@@ -244,7 +326,7 @@ class FencedSqliteSaver(SqliteSaver):
         # A run's step: committed with the step's checkpoint (or by `aflush`).
         self.held_writes.hold(str(configurable["thread_id"]), lease, (sql, rows))
 
-    async def _commit_writes(self, lease: Lease, held: list[_Writes]) -> None:
+    async def _commit_writes(self, lease: Lease, held: Sequence[_Writes]) -> None:
         """Commit held task writes on their own, in one transaction under `lease`."""
         async with self.transaction(lease) as conn:
             for sql, rows in held:
@@ -259,9 +341,12 @@ class FencedSqliteSaver(SqliteSaver):
         await self.held_writes.settle(thread_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Delete the thread's checkpoints and writes (held ones too)."""
+        """Delete the thread's checkpoints, their stored values and writes (held ones too)."""
         self.held_writes.drop(str(thread_id))
         self._packer.forget_thread(str(thread_id))
         async with self.transaction(None) as conn:
             conn.execute("DELETE FROM checkpoints WHERE thread_id = ?", (str(thread_id),))
+            conn.execute(
+                "DELETE FROM foldwise_channel_values WHERE thread_id = ?", (str(thread_id),)
+            )
             conn.execute("DELETE FROM writes WHERE thread_id = ?", (str(thread_id),))
