@@ -5,6 +5,7 @@ The same graph runs the same operations (turns, a fork, time travel) against Lan
 history) must match. A database written by the plain saver is read and extended. Through the
 gateway: a one-call run writes a value row only for the checkpoints that changed the messages,
 the file of a 100-turn thread is smaller, deletion removes the rows and a lost lease writes none.
+A read racing a delete by another worker reads the checkpoint and its rows from one snapshot.
 """
 
 from __future__ import annotations
@@ -194,6 +195,44 @@ async def test_a_missing_row_is_an_error_naming_thread_channel_and_version(
         saver.loop_conn.execute("DELETE FROM foldwise_channel_values")
         with pytest.raises(StorageError, match=rf"t-missing.*'messages'.*{version}"):
             await saver.aget_tuple(config)
+
+
+class _DeletedMeanwhile(FencedSqliteSaver):
+    """Another process (a second connection) deletes the thread once its checkpoint is read."""
+
+    other: sqlite3.Connection
+
+    def _with_rows(self, found: CheckpointTuple) -> CheckpointTuple:
+        thread = found.config["configurable"]["thread_id"]
+        for table in ("checkpoints", "writes", "foldwise_channel_values"):
+            self.other.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread,))
+        return super()._with_rows(found)
+
+
+async def test_a_read_racing_a_delete_by_another_worker_is_read_from_one_snapshot(
+    tmp_path: Path,
+) -> None:
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    path = tmp_path / "f.db"
+    for read in ("get", "list"):
+        async with _fenced(path) as saver:  # the thread (again, after the first read)
+            graph = _builder().compile(checkpointer=saver)
+            for n in range(24):
+                await graph.ainvoke(_turn(n), config)
+        conn = LoopConnection(str(path))
+        await conn.open()
+        racing = _DeletedMeanwhile(conn, serde=safe_serializer(), lease_sql=None)
+        racing.other = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        try:
+            if read == "get":
+                found = await racing.aget_tuple(config)
+            else:  # the listing's last tuple: the listing statement has ended
+                (found,) = [saved async for saved in racing.alist(config, limit=1)]
+        finally:
+            racing.other.close()
+            await conn.close()
+        assert found is not None
+        assert len(found.checkpoint["channel_values"]["messages"]) == 48
 
 
 async def _wait(client: Any, thread: str, text: str) -> None:

@@ -46,9 +46,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -71,6 +71,8 @@ from foldwise.gateway._leases import Lease, lease_of
 from foldwise.gateway.storage._sqlite_conn import LoopConnection
 
 __all__ = ["ROW_MIN_BYTES", "FencedSqliteSaver"]
+
+T = TypeVar("T")
 
 ROW_MIN_BYTES = 16 * 1024
 """Channel values packed to this many bytes or more are stored in their own rows."""
@@ -140,8 +142,28 @@ class FencedSqliteSaver(SqliteSaver):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """LangGraph's `get_tuple`, the values stored in their own rows put back."""
+        return self._in_snapshot(self._get_tuple, config)
+
+    def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = super().get_tuple(config)
         return None if found is None else self._with_rows(found)
+
+    def _in_snapshot(self, read: Callable[..., T], *args: Any) -> T:
+        """``read(*args)`` in one read transaction (unless one is open).
+
+        A checkpoint and its rows are then read from one snapshot: a thread deleted meanwhile
+        by another process (workers on one file) is read whole, not as a checkpoint whose
+        rows are gone (a `StorageError`). Without it, `list`'s last tuple too would read its
+        rows after the listing statement ended.
+        """
+        self.setup()  # not inside: LangGraph's setup script commits
+        if self.conn.in_transaction:
+            return read(*args)
+        self.conn.execute("BEGIN")
+        try:
+            return read(*args)
+        finally:
+            self.conn.execute("COMMIT")
 
     def list(
         self,
@@ -201,7 +223,9 @@ class FencedSqliteSaver(SqliteSaver):
         await self.held_writes.settle_listed(config)
         async with self.alock:
             found = await self.loop_conn.run(
-                lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+                lambda: self._in_snapshot(
+                    lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+                )
             )
         for item in found:
             yield item
