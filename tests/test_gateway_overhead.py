@@ -110,6 +110,8 @@ async def test_a_run_costs_one_transaction_per_storage_step_and_one_thread_hop_e
             transactions, busy = transactions + counts["COMMIT"], busy + retried
         assert busy <= transactions // 4, sql.counts  # the lock is mostly free
         assert sql.reads == {"checkpoints": 2}, sql.reads  # the run's start and its answer
+        # Each read is one read transaction (its checkpoint and value rows, one snapshot).
+        assert checkpoints["SAVEPOINT"] == checkpoints["RELEASE"] == 2, checkpoints
 
 
 async def test_a_run_start_renders_only_new_messages_for_the_transcript(

@@ -149,7 +149,7 @@ class FencedSqliteSaver(SqliteSaver):
         return None if found is None else self._with_rows(found)
 
     def _in_snapshot(self, read: Callable[..., T], *args: Any) -> T:
-        """``read(*args)`` in one read transaction (unless one is open).
+        """``read(*args)`` in one read transaction (a savepoint: nested in one already open).
 
         A checkpoint and its rows are then read from one snapshot: a thread deleted meanwhile
         by another process (workers on one file) is read whole, not as a checkpoint whose
@@ -157,13 +157,11 @@ class FencedSqliteSaver(SqliteSaver):
         rows after the listing statement ended.
         """
         self.setup()  # not inside: LangGraph's setup script commits
-        if self.conn.in_transaction:
-            return read(*args)
-        self.conn.execute("BEGIN")
+        self.conn.execute("SAVEPOINT foldwise_read")
         try:
             return read(*args)
         finally:
-            self.conn.execute("COMMIT")
+            self.conn.execute("RELEASE foldwise_read")
 
     def list(
         self,
