@@ -6,6 +6,7 @@ history) must match. A database written by the plain saver is read and extended.
 gateway: a one-call run writes a value row only for the checkpoints that changed the messages,
 the file of a 100-turn thread is smaller, deletion removes the rows and a lost lease writes none.
 A read racing a delete by another worker reads the checkpoint and its rows from one snapshot.
+A `DeltaChannel`'s snapshots stay in the blob, where LangGraph's history walk reads them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import operator
 import shutil
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -21,6 +22,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -195,6 +197,48 @@ async def test_a_missing_row_is_an_error_naming_thread_channel_and_version(
         saver.loop_conn.execute("DELETE FROM foldwise_channel_values")
         with pytest.raises(StorageError, match=rf"t-missing.*'messages'.*{version}"):
             await saver.aget_tuple(config)
+
+
+def _concat(state: list[str] | None, writes: Sequence[Any]) -> list[str]:
+    return [*(state or []), *(item for write in writes for item in write)]
+
+
+class DeltaState(TypedDict):
+    log: Annotated[list[str], DeltaChannel(_concat, snapshot_frequency=3)]
+
+
+def _delta_graph(checkpointer: Any) -> Any:
+    def add(state: DeltaState) -> dict[str, Any]:
+        return {"log": [f"{len(state['log'])} {WORDS * 4}"]}
+
+    builder = StateGraph(DeltaState)
+    builder.add_node("add", add)
+    builder.add_edge(START, "add")
+    builder.add_edge("add", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+async def test_delta_channel_snapshots_stay_in_the_blob_for_langgraphs_history_walk(
+    tmp_path: Path,
+) -> None:
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    plain_graph = _delta_graph(_plain(tmp_path / "plain.db"))
+    for n in range(9):
+        plain_graph.invoke({"log": [f"in{n}"]}, config)
+    history = list(plain_graph.get_state_history(config))
+    plain_graph.invoke(None, history[7].config)
+    plain_graph.update_state(history[5].config, {"log": ["edit"]})
+    expected = [s.values for s in plain_graph.get_state_history(config)]
+    async with _fenced(tmp_path / "fenced.db") as saver:
+        graph = _delta_graph(saver)
+        for n in range(9):
+            await graph.ainvoke({"log": [f"in{n}"]}, config)
+        history = [s async for s in graph.aget_state_history(config)]
+        await graph.ainvoke(None, history[7].config)
+        await graph.aupdate_state(history[5].config, {"log": ["edit"]})
+        assert [s.values async for s in graph.aget_state_history(config)] == expected
+    assert len(expected[0]["log"]) > 12  # snapshots of 16 KiB and more
+    assert _value_rows(tmp_path / "fenced.db") == 0
 
 
 class _DeletedMeanwhile(FencedSqliteSaver):
