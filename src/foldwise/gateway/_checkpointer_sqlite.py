@@ -16,8 +16,9 @@ step before instead of being encoded again. A channel value packed to `ROW_MIN_B
 LangGraph's PostgreSQL saver stores ``checkpoint_blobs``), written with ``INSERT OR IGNORE`` in
 the checkpoint's transaction by every checkpoint that holds it; the blob lists it under
 `VALUES_KEY`. A step that does not change the messages then writes a blob of a few hundred bytes
-instead of the whole history. The reads (`get_tuple`, `list`) put the values back, so a tuple
-reads as LangGraph's saver would return it; blobs without the key (older databases) are
+instead of the whole history. The reads (`get_tuple`, `list`) put the values back, each in one
+read transaction (another worker's delete cannot fall between a checkpoint and its rows), so a
+tuple reads as LangGraph's saver would return it; blobs without the key (older databases) are
 returned as they are, and a missing row is a `StorageError` naming thread, channel and version.
 
 One transaction per step. LangGraph saves a step's task writes (`aput_writes`) as each task
