@@ -65,7 +65,7 @@ async def test_a_failed_checkpoint_commit_keeps_the_steps_task_writes(tmp_path: 
         with pytest.raises(sqlite3.OperationalError, match="disk is full"):
             await saver.aput(config, empty_checkpoint(), {}, {})
         assert _stored_writes(saver) == []  # rolled back with the checkpoint
-        await saver.aflush("t1")  # the run's end
+        await saver.held_writes.flush("t1")  # the run's end
         assert _stored_writes(saver) == [("task-a", "messages")]
 
 
@@ -74,8 +74,8 @@ async def test_a_failed_flush_keeps_the_writes_for_the_next_one(tmp_path: Path) 
         await saver.aput_writes(config, [("__error__", "boom")], "task-a")
         _fail_next_commit(saver)
         with pytest.raises(sqlite3.OperationalError):
-            await saver.aflush("t1")
-        await saver.aflush("t1")
+            await saver.held_writes.flush("t1")
+        await saver.held_writes.flush("t1")
         assert _stored_writes(saver) == [("task-a", "__error__")]
 
 
@@ -96,7 +96,7 @@ async def test_a_checkpoint_commit_cancelled_keeps_the_steps_task_writes(tmp_pat
         with pytest.raises(asyncio.CancelledError):
             await put
         saver.loop_conn.commit = real  # type: ignore[method-assign]
-        await saver.aflush("t1")
+        await saver.held_writes.flush("t1")
         assert _stored_writes(saver) == [("task-a", "messages")]
 
 

@@ -130,14 +130,14 @@ class FencedWrites(BaseCheckpointSaver[str]):
     Task writes under a lease (`aput_writes` of a run's step) are held (`held_writes`, the
     contract is `foldwise.gateway._held_writes`) and replayed on that saver in the transaction
     of the step's checkpoint, before it; reads of a thread commit its held writes first
-    (`settle`), and `aflush` commits those no checkpoint took along. Writes without a lease go
-    to the stock saver unchanged.
+    (`HeldWrites.settle`), and `HeldWrites.flush` commits those no checkpoint took along.
+    Writes without a lease go to the stock saver unchanged.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.held_writes: HeldWrites[_WritesCall] = HeldWrites(self._commit_writes)
-        """A run's task writes, held until its step's checkpoint (or a read, or `aflush`)."""
+        """A run's task writes, held until its step's checkpoint, a read or a flush."""
 
     def _fenced(
         self, lease: Lease
@@ -148,7 +148,7 @@ class FencedWrites(BaseCheckpointSaver[str]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """A checkpoint tuple, the thread's held writes committed first."""
-        await self.settle(str(config["configurable"]["thread_id"]))
+        await self.held_writes.settle(str(config["configurable"]["thread_id"]))
         return await super().aget_tuple(config)
 
     async def alist(
@@ -168,7 +168,7 @@ class FencedWrites(BaseCheckpointSaver[str]):
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, Any]:
         """LangGraph's delta-channel history read, the thread's held writes committed first."""
-        await self.settle(str(config["configurable"]["thread_id"]))
+        await self.held_writes.settle(str(config["configurable"]["thread_id"]))
         return await super().aget_delta_channel_history(config=config, channels=channels)
 
     # writes ------------------------------------------------------------------------------------
@@ -220,14 +220,6 @@ class FencedWrites(BaseCheckpointSaver[str]):
         async with self._fenced(lease) as writer:
             for call in held:
                 await writer.aput_writes(*call)
-
-    async def aflush(self, thread_id: str) -> None:
-        """Commit the thread's held task writes now (`HeldWrites.flush`)."""
-        await self.held_writes.flush(thread_id)
-
-    async def settle(self, thread_id: str) -> None:
-        """Before a read: commit the thread's held writes (`HeldWrites.settle`)."""
-        await self.held_writes.settle(thread_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints and writes (held ones too)."""

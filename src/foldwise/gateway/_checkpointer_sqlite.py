@@ -25,7 +25,7 @@ One transaction per step. LangGraph saves a step's task writes (`aput_writes`) a
 ends and then the step's checkpoint (`aput`): two commits, each a sync of the WAL. Writes
 under a `Lease` (a run's steps) are therefore held in memory (`HeldWrites`, shared with the
 Postgres saver: `foldwise.gateway._held_writes` states the contract) and committed in the same
-transaction as the thread's next checkpoint; a read of the thread, or `aflush` (the gateway
+transaction as the thread's next checkpoint; a read of the thread, or `flush_writes` (the gateway
 calls it when a run ends, e.g. after an interrupt or an error, when no checkpoint follows),
 commits them on their own first. A commit that fails or is cancelled keeps them held (the
 run's end commits them, as LangGraph's saver would have). A crash before that commit loses
@@ -124,7 +124,7 @@ class FencedSqliteSaver(SqliteSaver):
         """Held around every use of the connection from the event loop."""
         self._lease_sql = lease_sql
         self.held_writes: HeldWrites[_Writes] = HeldWrites(self._commit_writes)
-        """A run's task writes, held until its step's checkpoint (or a read, or `aflush`)."""
+        """A run's task writes, held until its step's checkpoint, a read or a flush."""
         self._packer = ChannelPacker(serde)
 
     async def asetup(self) -> None:
@@ -206,7 +206,7 @@ class FencedSqliteSaver(SqliteSaver):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """A checkpoint tuple (the newest of the thread without a `checkpoint_id`)."""
-        await self.settle(str(config["configurable"]["thread_id"]))
+        await self.held_writes.settle(str(config["configurable"]["thread_id"]))
         async with self.alock:
             return await self.loop_conn.run(self.get_tuple, config)
 
@@ -233,7 +233,7 @@ class FencedSqliteSaver(SqliteSaver):
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, Any]:
         """LangGraph's delta-channel history read (beta `DeltaChannel` support)."""
-        await self.settle(str(config["configurable"]["thread_id"]))
+        await self.held_writes.settle(str(config["configurable"]["thread_id"]))
         async with self.alock:
             return await self.loop_conn.run(
                 lambda: self.get_delta_channel_history(config=config, channels=channels)
@@ -346,7 +346,7 @@ class FencedSqliteSaver(SqliteSaver):
             async with self.transaction(None) as conn:
                 conn.executemany(sql, rows)
             return
-        # A run's step: committed with the step's checkpoint (or by `aflush`).
+        # A run's step: committed with the step's checkpoint (or by `HeldWrites.flush`).
         self.held_writes.hold(str(configurable["thread_id"]), lease, (sql, rows))
 
     async def _commit_writes(self, lease: Lease, held: Sequence[_Writes]) -> None:
@@ -354,14 +354,6 @@ class FencedSqliteSaver(SqliteSaver):
         async with self.transaction(lease) as conn:
             for sql, rows in held:
                 conn.executemany(sql, rows)
-
-    async def aflush(self, thread_id: str) -> None:
-        """Commit the thread's held task writes now (`HeldWrites.flush`)."""
-        await self.held_writes.flush(thread_id)
-
-    async def settle(self, thread_id: str) -> None:
-        """Before a read: commit the thread's held writes (`HeldWrites.settle`)."""
-        await self.held_writes.settle(thread_id)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints, their stored values and writes (held ones too)."""
