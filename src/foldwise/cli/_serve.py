@@ -278,7 +278,7 @@ def serve(
         # A model or tool that cannot be built: one line, exit 2 (no memory worker: the
         # gateway runs its own; a second one here would race its start-up on the database).
         create_agent(config, memory_worker=False)
-        application = create_app(config)
+        application = create_app(config, freeze_startup_objects=True)
     options = _options(config, host, port, log_level.value)
     _warn_if_open(config, options["host"])
     if workers > 1:

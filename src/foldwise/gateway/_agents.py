@@ -111,7 +111,6 @@ def default_agent_factory(request: AgentRequest) -> HostedAgent:
         request.config,
         model=request.model_name,
         checkpointer=request.checkpointer,
-        name=request.assistant_id,
         memory_worker=False,  # the gateway runs one memory worker per process
         runs_carry_ids=True,  # every run's config carries its run id
     )
