@@ -64,19 +64,33 @@ async def test_a_finished_run_is_freed_without_a_garbage_collection(
     tmp_path: Path, no_gc: None
 ) -> None:
     with OpenAIStub(["one", "two", "three"]) as stub:
-        async with open_app(_config(tmp_path, stub)) as (client, app):
+        async with open_app(_config(tmp_path, stub)) as (client, _app):
             thread = (await client.post("/threads", json={})).json()["thread_id"]
             await _turn(client, thread, "hello")  # the first run also builds caches
             _cyclic_garbage()
             gc.garbage.clear()
             await _turn(client, thread, "again")
             await _turn(client, thread, "once more")
-            app.state.gateway.runs.recent.clear()  # what the bounded record does, run by run
             garbage = _cyclic_garbage()
     runs = [o for o in garbage if isinstance(o, ActiveRun)]
     messages = [o for o in garbage if isinstance(o, BaseMessage)]
     assert runs == []
     assert messages == []
+
+
+async def test_finished_runs_keep_no_copy_of_the_history(tmp_path: Path) -> None:
+    """Only a queued run stays readable after its end; each would hold the whole history."""
+    with OpenAIStub([f"answer {n}" for n in range(8)]) as stub:
+        async with open_app(_config(tmp_path, stub)) as (client, app):
+            thread = (await client.post("/threads", json={})).json()["thread_id"]
+            for n in range(8):
+                values = await _turn(client, thread, f"turn {n}")
+            ids = {m["id"] for m in values["messages"]}
+            gc.collect()
+            alive = [o for o in gc.get_objects() if isinstance(o, BaseMessage) and o.id in ids]
+            assert app.state.gateway.runs.recent == {}
+    assert len(ids) == 16
+    assert len(alive) <= 2 * len(ids)  # the token counter's copy, the last run's; not 8 runs'
 
 
 async def test_a_released_lease_forgets_its_watchers(tmp_path: Path, no_gc: None) -> None:

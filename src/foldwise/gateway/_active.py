@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import BaseMessage
+from langgraph.types import Command
 
 from foldwise.errors import FoldwiseError
 from foldwise.gateway._agents import HostedAgent
@@ -81,6 +82,14 @@ class RunSpec:
     resumable: bool = False
     user_id: str | None = None
 
+    def graph_input(self, inputs: Sequence[BaseMessage]) -> Any:
+        """What the graph is invoked with: a `Command`, new messages, or `None` (continue)."""
+        update = {"messages": list(inputs)} if inputs else None
+        if self.command is not None:
+            resume, goto = self.command.get("resume"), self.command.get("goto", ())
+            return Command(update=update, resume=resume, goto=goto)
+        return update
+
 
 @dataclass(eq=False)
 class ActiveRun:
@@ -111,6 +120,8 @@ class ActiveRun:
     log: deque[tuple[int, str, Any]] = field(default_factory=lambda: deque(maxlen=REPLAY_EVENTS))
     """A resumable run's last events, numbered, for `replay`."""
     next_event_id: int = 1
+    queued: bool = False
+    """It waited in the run queue: its waiter may look for it only after it ended."""
 
     @property
     def thread_id(self) -> str:

@@ -14,14 +14,13 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import END
-from langgraph.types import Command
 
 from foldwise._crash import crash_point
 from foldwise._lru import LRUDict
@@ -59,17 +58,7 @@ T = TypeVar("T")
 _CLEANUP_SECONDS = 10.0
 _INTERRUPT = "__interrupt__"
 _RECENT_RUNS = 32
-"""Finished runs whose results stay readable by a waiter that looks after they ended."""
-
-
-def _graph_input(spec: RunSpec, inputs: Sequence[BaseMessage]) -> Any:
-    """What the graph is invoked with: a `Command`, new messages, or `None` (continue)."""
-    update = {"messages": list(inputs)} if inputs else None
-    if spec.command is not None:
-        return Command(
-            update=update, resume=spec.command.get("resume"), goto=spec.command.get("goto", ())
-        )
-    return update
+"""Finished queued runs whose results stay readable by a waiter that looks after they ended."""
 
 
 class RunManager:
@@ -93,7 +82,8 @@ class RunManager:
         self.leases = leases
         self.new_buffer = new_buffer
         self._active: dict[str, ActiveRun] = {}
-        # A queued run's waiter may first look after the run ended: its result is kept here.
+        # A queued run's waiter may first look after the run ended: its result is kept here
+        # (only a queued run's: each holds its final state, a copy of the thread's history).
         self.recent: LRUDict[str, ActiveRun] = LRUDict(_RECENT_RUNS)
         self._closing = False
         self.on_idle: Callable[[], None] = lambda: None
@@ -335,7 +325,7 @@ class RunManager:
             raise
         buffer = self.new_buffer(run_id, thread_id) if stream else None
         run = ActiveRun(run_id, spec, recorder, inputs, queue=buffer, start_checkpoint=head)
-        run.graph_input = _graph_input(spec, inputs)
+        run.graph_input, run.queued = spec.graph_input(inputs), queued
         self._active[run_id] = run
         work = traced_run(run, config, self._execute)  # OpenTelemetry: the run's span
         run.task = asyncio.create_task(work, name=f"foldwise-run-{run_id}")
@@ -458,7 +448,9 @@ class RunManager:
             )
         finally:
             await self.leases.release(run.thread_id, run.run_id)
-            self.recent[run.run_id] = self._active.pop(run.run_id, run)
+            self._active.pop(run.run_id, None)
+            if run.queued:
+                self.recent[run.run_id] = run
             self.on_idle()
             if error is not None:
                 error_data = {"error": type(error).__name__, "message": str(error)}
