@@ -263,3 +263,61 @@ def test_anchored_append_costs_only_the_new_messages(monkeypatch: pytest.MonkeyP
     new = HumanMessage("one more", id="new")
     assert counter.count_messages([*history, new]) == 90_040 + counter.count_message(new)
     assert steps == [new]
+
+
+def _spy_steps(monkeypatch: pytest.MonkeyPatch) -> list[BaseMessage]:
+    steps: list[BaseMessage] = []
+    real_step = _counter.prefix_step
+
+    def step(prefix: bytes, message: BaseMessage, tokens: int) -> bytes:
+        steps.append(message)
+        return real_step(prefix, message, tokens)
+
+    monkeypatch.setattr(_counter, "prefix_step", step)
+    return steps
+
+
+def _decoded(history: list[BaseMessage]) -> list[BaseMessage]:
+    """`history` as a new run reads it from its checkpoint: equal values, other objects."""
+    return messages_from_dict(json.loads(json.dumps(messages_to_dict(history))))
+
+
+def test_a_history_decoded_anew_costs_only_its_new_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    steps = _spy_steps(monkeypatch)
+    counter = _counter_()
+    history = tool_turns(100)
+    history.append(_answer(counter, history, 90_000))
+    assert counter.count_messages(history) == 90_040
+    steps.clear()
+    new = HumanMessage("one more", id="new")
+    decoded = [*_decoded(history), new]
+    assert counter.count_messages(decoded) == 90_040 + counter.count_message(new)
+    assert steps == [new]
+    assert counter.count_messages([*decoded, AIMessage("ok", id="ok")]) > 90_040
+    assert [m.id for m in steps] == ["new", "ok"]  # the decoded objects are the prefix now
+
+
+@pytest.mark.parametrize("field", ["content", "name", "tool_calls", "tool_call_id"])
+def test_a_history_decoded_anew_with_an_edit_is_recounted_from_the_edit(
+    monkeypatch: pytest.MonkeyPatch, field: str
+) -> None:
+    steps = _spy_steps(monkeypatch)
+    counter = _counter_()
+    history = _anchoredtool_turns(counter)  # human, ai (call c0), tool (t0), ..., final
+    assert counter.count_messages(history) == 5040
+    decoded = _decoded(history)
+    index = {"content": 1, "name": 1, "tool_calls": 2, "tool_call_id": 3}[field]
+    changes: dict[str, Any] = {
+        "content": "an edited question",
+        "name": "someone",
+        "tool_calls": [{"name": "lookup", "args": {"q": "other"}, "id": "c0"}],
+        "tool_call_id": "c9",
+    }
+    decoded[index] = decoded[index].model_copy(update={field: changes[field]})
+    expected = _counter_().count_messages(decoded)
+    steps.clear()
+    assert counter.count_messages(decoded) == expected
+    assert steps[0] is decoded[index]
+    assert len(steps) == len(decoded) - index

@@ -24,7 +24,7 @@ def _message(kind: int, text: str, ident: int | None) -> BaseMessage:
 messages = st.builds(_message, st.integers(0, 2), texts, st.one_of(st.none(), st.integers(0, 30)))
 edits = st.lists(
     st.tuples(
-        st.sampled_from(["append", "replace", "delete", "truncate", "copy"]),
+        st.sampled_from(["append", "replace", "delete", "truncate", "copy", "edit"]),
         st.integers(0, 99),
         messages,
     ),
@@ -52,6 +52,10 @@ def test_incremental_equals_fresh(
             history = history[: index % (len(history) + 1)]
         elif op == "copy":
             history = [m.model_copy(deep=True) for m in history]
+        elif op == "edit" and history:  # a copy (a new decode) with one message edited
+            history = [m.model_copy(deep=True) for m in history]
+            at = index % len(history)
+            history[at] = message.model_copy(update={"id": history[at].id})
         fresh = TokenCounter("estimate", estimate_tokens)
         assert counter.count_messages(history, anchor=False) == fresh.count_messages(
             history, anchor=False

@@ -85,13 +85,19 @@ def cache_key(message: BaseMessage) -> Any:
     )
 
 
+def _names(message: BaseMessage) -> tuple[str | None, str | None]:
+    """The message's name and tool call id, both counted."""
+    return message.name, getattr(message, "tool_call_id", None)
+
+
 class Entry:
     """One cached per-message count and a fingerprint of what it was computed from."""
 
-    __slots__ = ("calls", "digest", "is_ai", "kind", "length", "size", "tokens")
+    __slots__ = ("calls", "digest", "is_ai", "kind", "length", "names", "size", "tokens")
 
     def __init__(self, message: BaseMessage, tokens: int, size: int) -> None:
         self.kind = type(message)
+        self.names = _names(message)
         self.length, self.digest = content_print(message.content)
         self.is_ai = isinstance(message, AIMessage)
         self.calls = calls_print(message) if self.is_ai else 0
@@ -99,8 +105,8 @@ class Entry:
         self.size = size
 
     def matches(self, message: BaseMessage) -> bool:
-        """Return whether `message` still has the content and tool calls that were counted."""
-        if self.kind is not type(message):
+        """Return whether `message` still has the content, names and tool calls counted."""
+        if self.kind is not type(message) or self.names != _names(message):
             return False
         content = message.content
         if type(content) is str:

@@ -118,17 +118,50 @@ def _last_anchor(messages: list[BaseMessage], start: int, stop: int, prefixes: l
     return -1
 
 
+def _equal_prefix(prev: _Snapshot, msgs: list[Any], start: int) -> int:
+    """How many leading messages equal what `prev` counted, checking from `start` on.
+
+    For a history decoded anew (a new run reads its checkpoint): other objects, same values.
+    A message equals the one counted at its position when both have the same type and id
+    (not None), its content equals the content counted, and its name, tool calls and tool call
+    id equal the counted message's: everything its count and its signature are made of.
+    """
+    limit = min(prev.n, len(msgs))
+    index = start
+    while index < limit:
+        old, new = prev.messages[index], msgs[index]
+        if not (
+            type(new) is type(old)
+            and old.id is not None
+            and new.id == old.id
+            and new.content == prev.contents[index]
+            and new.name == old.name
+            and getattr(new, "tool_call_id", None) == getattr(old, "tool_call_id", None)
+            and (
+                not isinstance(new, AIMessage)
+                or (
+                    new.tool_calls == old.tool_calls  # type: ignore[attr-defined]
+                    and new.invalid_tool_calls == old.invalid_tool_calls  # type: ignore[attr-defined]
+                )
+            )
+        ):
+            break
+        index += 1
+    return index
+
+
 class TokenCounter:
     """Counts tokens of texts, messages, histories, requests and tool schemas.
 
     Per-message counts are cached by message id (or by role and content when the id is None)
-    and revalidated on every hit against a fingerprint of the content and the tool calls, so a
-    message whose content changed under the same id is recounted; the cache never keeps the
-    content itself. Histories are counted incrementally: the counter remembers the last history
-    it saw per conversation (keyed by its first message) and only counts what follows the
-    unchanged prefix, found with a C-speed identity comparison. Messages are treated as values:
-    replace a message (or its content) rather than mutating it in place. Counters are safe to
-    share between threads.
+    and revalidated on every hit against a fingerprint of the content, the name, the tool call
+    id and the tool calls, so a message changed under the same id is recounted; the cache never
+    keeps the content itself. Histories are counted incrementally: the counter remembers the
+    last history it saw per conversation (keyed by its first message) and only counts what
+    follows the unchanged prefix, found with a C-speed identity comparison or, for the same
+    history decoded anew (a new run reads its checkpoint), by comparing what each count is
+    made of. Messages are treated as values: replace a message (or its content) rather than
+    mutating it in place. Counters are safe to share between threads.
 
     Attributes:
         name: `"estimate"`, `"o200k_base"` or `"cl100k_base"`.
@@ -309,6 +342,10 @@ class TokenCounter:
         keep = self._unchanged(prev, msgs) if prev is not None else 0
         if prev is not None and keep == prev.n == len(msgs):
             return prev
+        if prev is not None and keep < prev.n:
+            reused = _equal_prefix(prev, msgs, keep)  # the same history decoded anew
+            if reused > keep:
+                return self._rebase(conv, prev, msgs, reused)
         new = [m if isinstance(m, BaseMessage) else _as_message(m) for m in msgs[keep:]]
         with self._lock:
             if (
@@ -345,6 +382,26 @@ class TokenCounter:
             snapshots[conv] = snap
             if len(snapshots) > _SNAPSHOT_LIMIT:
                 del snapshots[next(iter(snapshots))]
+        return snap
+
+    def _rebase(self, conv: Any, prev: _Snapshot, msgs: list[Any], equal: int) -> _Snapshot:
+        """A snapshot of `msgs` whose first `equal` messages equal `prev`'s (other objects).
+
+        Their counts and signatures are `prev`'s; only the messages after them are counted.
+        The anchor is searched again over the whole list: it depends on usage metadata, which
+        the equality does not compare (the search stops at the newest verified anchor).
+        """
+        new = [m if isinstance(m, BaseMessage) else _as_message(m) for m in msgs[equal:]]
+        cumulative, prefixes = prev.cumulative[: equal + 1], prev.prefixes[: equal + 1]
+        with self._lock:
+            self._extend(new, cumulative, prefixes)
+        all_msgs = [*msgs[:equal], *new]
+        contents = list(map(_get_content, all_msgs))
+        anchor = _last_anchor(all_msgs, 0, len(all_msgs), prefixes)
+        snap = _Snapshot(all_msgs, contents, cumulative, prefixes, anchor, len(all_msgs))
+        with self._lock:
+            self._snapshots.pop(conv, None)
+            self._snapshots[conv] = snap
         return snap
 
     def _extend(
