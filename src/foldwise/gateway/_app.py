@@ -142,9 +142,12 @@ async def _databases(
         yield checkpointer, store, memory
 
 
-def _log_ready(backend: str, agents: AgentRegistry) -> None:
+def _ready(backend: str, agents: AgentRegistry, *, freeze: bool) -> None:
     ids = ", ".join(agents.assistant_ids)
     logger.info("foldwise gateway ready (storage: %s, assistants: %s)", backend, ids)
+    if freeze:
+        gc.collect()  # start-up's own garbage is freed, not frozen
+        gc.freeze()
 
 
 def create_app(
@@ -171,11 +174,9 @@ def create_app(
         stream_buffer_events: Frames an SSE client may lag by before its stream ends (error).
         stream_buffer_bytes: Bytes of frames an SSE client may fall behind by, likewise.
         queue_poll_seconds: How often the run queue is read for runs other workers queued.
-        freeze_startup_objects: Once started, move every object alive (modules, compiled
-            graphs, connections) out of the garbage collector's reach with `gc.freeze`, so a
-            full collection scans only what requests made since (about a quarter of the
-            objects, a pause of ~25 ms instead of ~100 ms here). For a process that serves
-            only this app, as `foldwise serve` does; objects frozen are never collected.
+        freeze_startup_objects: Once started, `gc.freeze` every object alive (modules,
+            graphs, connections): full collections then scan only what requests made. For a
+            process serving only this app (`foldwise serve`); frozen objects are never freed.
 
     Returns:
         The application; run it with uvicorn (`foldwise serve` does).
@@ -211,10 +212,7 @@ def create_app(
                     memory=manager,
                     memory_queue=outbox,
                 )
-                _log_ready(storage.backend, agents)
-                if freeze_startup_objects:
-                    gc.collect()  # start-up's own garbage is freed, not frozen
-                    gc.freeze()
+                _ready(storage.backend, agents, freeze=freeze_startup_objects)
                 try:
                     yield
                 finally:
@@ -225,6 +223,10 @@ def create_app(
         finally:
             await storage.aclose()
 
+    return _application(config, lifespan)
+
+
+def _application(config: FoldwiseConfig, lifespan: Any) -> FastAPI:
     app = FastAPI(
         title="foldwise gateway",
         summary="foldwise agents with persistent threads, manual compaction and full transcripts",
