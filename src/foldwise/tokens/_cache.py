@@ -85,19 +85,14 @@ def cache_key(message: BaseMessage) -> Any:
     )
 
 
-def _names(message: BaseMessage) -> tuple[str | None, str | None]:
-    """The message's name and tool call id, both counted."""
-    return message.name, getattr(message, "tool_call_id", None)
-
-
 class Entry:
     """One cached per-message count and a fingerprint of what it was computed from."""
 
-    __slots__ = ("calls", "digest", "is_ai", "kind", "length", "names", "size", "tokens")
+    __slots__ = ("call_id", "calls", "digest", "is_ai", "kind", "length", "name", "size", "tokens")
 
     def __init__(self, message: BaseMessage, tokens: int, size: int) -> None:
         self.kind = type(message)
-        self.names = _names(message)
+        self.name, self.call_id = message.name, getattr(message, "tool_call_id", None)
         self.length, self.digest = content_print(message.content)
         self.is_ai = isinstance(message, AIMessage)
         self.calls = calls_print(message) if self.is_ai else 0
@@ -106,7 +101,11 @@ class Entry:
 
     def matches(self, message: BaseMessage) -> bool:
         """Return whether `message` still has the content, names and tool calls counted."""
-        if self.kind is not type(message) or self.names != _names(message):
+        if (
+            self.kind is not type(message)
+            or self.name != message.name
+            or self.call_id != getattr(message, "tool_call_id", None)
+        ):
             return False
         content = message.content
         if type(content) is str:
