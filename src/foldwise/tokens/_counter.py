@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from operator import attrgetter, is_
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
 
 from foldwise.tokens._anchor import (
     EMPTY_PREFIX,
@@ -130,21 +130,21 @@ def _equal_prefix(prev: _Snapshot, msgs: list[Any], start: int) -> int:
     index = start
     while index < limit:
         old, new = prev.messages[index], msgs[index]
-        if not (
-            type(new) is type(old)
-            and old.id is not None
-            and new.id == old.id
-            and new.content == prev.contents[index]
-            and new.name == old.name
-            and getattr(new, "tool_call_id", None) == getattr(old, "tool_call_id", None)
-            and (
-                not isinstance(new, AIMessage)
-                or (
-                    new.tool_calls == old.tool_calls  # type: ignore[attr-defined]
-                    and new.invalid_tool_calls == old.invalid_tool_calls  # type: ignore[attr-defined]
-                )
-            )
+        if (
+            type(new) is not type(old)
+            or old.id is None
+            or new.id != old.id
+            or new.content != prev.contents[index]
+            or new.name != old.name
         ):
+            break
+        if isinstance(new, AIMessage):
+            if (
+                new.tool_calls != old.tool_calls  # type: ignore[attr-defined]
+                or new.invalid_tool_calls != old.invalid_tool_calls  # type: ignore[attr-defined]
+            ):
+                break
+        elif isinstance(new, ToolMessage) and new.tool_call_id != old.tool_call_id:  # type: ignore[attr-defined]
             break
         index += 1
     return index
