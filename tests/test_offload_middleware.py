@@ -309,6 +309,35 @@ def test_oversized_human_message_is_stored_verbatim(tmp_path: Path) -> None:
     )
 
 
+def test_a_run_start_counts_only_user_texts_it_has_not_found_small(tmp_path: Path) -> None:
+    counted: list[str] = []
+
+    def count(text: str) -> int:
+        counted.append(text)
+        return len(text)
+
+    middleware = ToolOutputOffloadMiddleware(
+        store=FilesystemArtifactStore(tmp_path), human_token_limit=100, count_tokens=count
+    )
+    history = [HumanMessage(f"question {n}", id=f"h{n}") for n in range(5)]
+    runtime = _runtime_with_thread("t9")
+    assert middleware.before_model({"messages": history}, runtime) is None
+    assert len(counted) == 5
+    # The next run reads the history decoded anew (other objects), one message edited since.
+    middleware.new_run("t9")
+    counted.clear()
+    decoded = [m.model_copy(deep=True) for m in history]
+    decoded[2] = HumanMessage("pasted " * 50, id="h2")
+    update = middleware.before_model({"messages": decoded}, runtime)
+    assert counted == [decoded[2].content]
+    assert update is not None and [m.id for m in update["messages"]] == ["h2"]
+    # Another thread with the same message ids is counted on its own.
+    middleware.new_run("t10")
+    counted.clear()
+    assert middleware.before_model({"messages": history}, _runtime_with_thread("t10")) is None
+    assert len(counted) == 5
+
+
 def test_human_offload_failure_leaves_the_message(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage
 
 from foldwise._lru import LRUDict
 
-__all__ = ["NewMessages"]
+__all__ = ["CheckedTexts", "NewMessages"]
 
 M = TypeVar("M", bound=BaseMessage)
 
@@ -50,3 +50,27 @@ class NewMessages:
         """Drop what is remembered for `key` (its next call scans everything)."""
         with self._lock:
             self._seen.pop(key, None)
+
+
+class CheckedTexts:
+    """Texts already found under a limit, by thread and message id, with a fingerprint each.
+
+    A run start rescans the whole history (it may have been edited between runs), decoded
+    anew: other objects, mostly the same texts. A text whose fingerprint (length and hash)
+    is the one it had when it was found under the limit is not counted again; an edited text
+    has another fingerprint and is. Bounded (the least recently added are forgotten: counted
+    again); safe across threads.
+    """
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self._seen: LRUDict[tuple[str, str], tuple[int, int]] = LRUDict(limit)
+        self._lock = threading.Lock()
+
+    def known(self, key: str, message_id: str, text: str) -> bool:
+        """Whether `text` is the one found under the limit for this message of `key`."""
+        return self._seen.get((key, message_id)) == (len(text), hash(text))
+
+    def add(self, key: str, message_id: str, text: str) -> None:
+        """Remember that this message of `key` has `text`, found under the limit."""
+        with self._lock:
+            self._seen[(key, message_id)] = (len(text), hash(text))

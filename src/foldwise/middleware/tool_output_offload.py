@@ -31,7 +31,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
-from foldwise._incremental import NewMessages
+from foldwise._incremental import CheckedTexts, NewMessages
 from foldwise._steps import Io, Steps, given_async, given_sync, perform, run_async, run_sync
 from foldwise._thread_id import resolve_thread_id
 from foldwise.config import FoldwiseConfig, OffloadConfig
@@ -133,6 +133,7 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
         self.preview_chars = preview_chars
         self.count_tokens = count_tokens
         self._new = NewMessages()
+        self._small = CheckedTexts()  # user messages found under the limit at a run start
         self.tools = offload_tools(self.store) if enabled and add_tools else []
 
     @classmethod
@@ -297,8 +298,12 @@ class ToolOutputOffloadMiddleware(AgentMiddleware[OffloadState, Any, Any]):
             if message.additional_kwargs.get(OFFLOAD_FLAG):
                 continue
             text, _ = split_content(message.content)
+            if self._small.known(thread_id, message.id, text):
+                continue  # the history decoded anew: counted at an earlier run start
             if self.count_tokens(text) > self.human_token_limit:
                 found.append((message, text))
+            else:
+                self._small.add(thread_id, message.id, text)
         return found
 
     def _human_update(
