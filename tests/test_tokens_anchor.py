@@ -321,3 +321,35 @@ def test_a_history_decoded_anew_with_an_edit_is_recounted_from_the_edit(
     assert counter.count_messages(decoded) == expected
     assert steps[0] is decoded[index]
     assert len(steps) == len(decoded) - index
+
+
+def _numbers(value: Any) -> list[Any]:
+    return [value] * 50
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (
+            AIMessage([{"type": "data", "v": _numbers(1)}]),
+            AIMessage([{"type": "data", "v": _numbers(1.0)}]),
+        ),
+        (
+            AIMessage([{"type": "data", "v": _numbers(1)}]),
+            AIMessage([{"type": "data", "v": _numbers(True)}]),
+        ),
+        (
+            AIMessage("", tool_calls=[{"name": "f", "args": {"v": _numbers(1)}, "id": "c"}]),
+            AIMessage("", tool_calls=[{"name": "f", "args": {"v": _numbers(1.0)}, "id": "c"}]),
+        ),
+    ],
+    ids=["content-int-float", "content-int-bool", "tool-args-int-float"],
+)
+def test_a_history_decoded_anew_with_equal_values_of_other_types_is_recounted(
+    before: AIMessage, after: AIMessage
+) -> None:
+    """`1 == 1.0 == True`, but their JSON (what is counted) differs: not the same message."""
+    counter = _counter_()
+    counter.count_messages([HumanMessage("hi", id="h"), before.model_copy(update={"id": "a"})])
+    decoded = [HumanMessage("hi", id="h"), after.model_copy(update={"id": "a"})]
+    assert counter.count_messages(decoded) == _counter_().count_messages(decoded)

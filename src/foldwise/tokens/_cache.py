@@ -12,7 +12,7 @@ import threading
 from itertools import islice
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from foldwise.tokens._message import to_json
 
@@ -24,6 +24,7 @@ __all__ = [
     "cache_key",
     "calls_print",
     "content_print",
+    "same_value",
 ]
 
 CACHE_LIMIT = 100_000
@@ -63,6 +64,31 @@ def content_print(content: Any) -> tuple[int, int]:
     return _NO_TEXT, hash(_freeze(content))
 
 
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two contents (or tool call lists) are equal down to the types of their values.
+
+    `==` alone takes `1`, `1.0` and `True` for one another (and dicts in any key order), and
+    their JSON, which is what is counted, differs.
+    """
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is float:
+        return repr(a) == repr(b)  # not `==`: -0.0 is sent as such
+    if kind in _SCALARS:
+        return bool(a == b)
+    if kind is list or kind is tuple:
+        return len(a) == len(b) and all(map(same_value, a, b))
+    if kind is dict:
+        return list(a) == list(b) and all(map(same_value, a.values(), b.values()))
+    return to_json(a) == to_json(b)  # anything else by its JSON form (as it is counted)
+
+
 def calls_print(message: BaseMessage) -> int:
     """Return a hash of an AI message's tool calls and invalid tool calls (0 when none)."""
     if not isinstance(message, AIMessage):
@@ -85,6 +111,11 @@ def cache_key(message: BaseMessage) -> Any:
     )
 
 
+def _call_id(message: BaseMessage) -> str | None:
+    """A tool message's tool call id; not `getattr`, whose pydantic fallback raises and catches."""
+    return message.tool_call_id if isinstance(message, ToolMessage) else None
+
+
 class Entry:
     """One cached per-message count and a fingerprint of what it was computed from."""
 
@@ -92,7 +123,7 @@ class Entry:
 
     def __init__(self, message: BaseMessage, tokens: int, size: int) -> None:
         self.kind = type(message)
-        self.name, self.call_id = message.name, getattr(message, "tool_call_id", None)
+        self.name, self.call_id = message.name, _call_id(message)
         self.length, self.digest = content_print(message.content)
         self.is_ai = isinstance(message, AIMessage)
         self.calls = calls_print(message) if self.is_ai else 0
@@ -104,7 +135,7 @@ class Entry:
         if (
             self.kind is not type(message)
             or self.name != message.name
-            or self.call_id != getattr(message, "tool_call_id", None)
+            or self.call_id != _call_id(message)
         ):
             return False
         content = message.content

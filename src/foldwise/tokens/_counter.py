@@ -20,7 +20,7 @@ from foldwise.tokens._anchor import (
     read_stamp,
     usage_total,
 )
-from foldwise.tokens._cache import MessageCache, cache_key
+from foldwise.tokens._cache import MessageCache, cache_key, same_value
 from foldwise.tokens._message import message_tokens, to_json
 
 __all__ = ["RequestCount", "TokenCounter"]
@@ -125,24 +125,25 @@ def _equal_prefix(prev: _Snapshot, msgs: list[Any], start: int) -> int:
     A message equals the one counted at its position when both have the same type and id
     (not None), its content equals the content counted, and its name, tool calls and tool call
     id equal the counted message's: everything its count and its signature are made of.
+    Values are compared down to their types (`same_value`): `1 == 1.0 == True`, but their
+    JSON, which is what is counted, differs.
     """
     limit = min(prev.n, len(msgs))
     index = start
     while index < limit:
         old, new = prev.messages[index], msgs[index]
-        if (
-            type(new) is not type(old)
-            or old.id is None
-            or new.id != old.id
-            or new.content != prev.contents[index]
-            or new.name != old.name
-        ):
+        if type(new) is not type(old) or old.id is None or new.id != old.id or new.name != old.name:
+            break
+        content, counted = new.content, prev.contents[index]
+        if type(content) is str and type(counted) is str:  # the usual case, inlined
+            if content != counted:
+                break
+        elif not same_value(content, counted):
             break
         if isinstance(new, AIMessage):
-            if (
-                new.tool_calls != old.tool_calls  # type: ignore[attr-defined]
-                or new.invalid_tool_calls != old.invalid_tool_calls  # type: ignore[attr-defined]
-            ):
+            calls = new.tool_calls, new.invalid_tool_calls
+            counted = old.tool_calls, old.invalid_tool_calls  # type: ignore[attr-defined]
+            if (any(calls) or any(counted)) and not same_value(calls, counted):
                 break
         elif isinstance(new, ToolMessage) and new.tool_call_id != old.tool_call_id:  # type: ignore[attr-defined]
             break
