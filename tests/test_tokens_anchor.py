@@ -243,7 +243,7 @@ def test_stamp_is_never_sent_to_openai() -> None:
 # -- cost: O(new) -------------------------------------------------------------------------------
 
 
-def test_anchored_append_costs_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+def _spy_steps(monkeypatch: pytest.MonkeyPatch) -> list[BaseMessage]:
     steps: list[BaseMessage] = []
     real_step = _counter.prefix_step
 
@@ -252,6 +252,11 @@ def test_anchored_append_costs_only_the_new_messages(monkeypatch: pytest.MonkeyP
         return real_step(prefix, message, tokens)
 
     monkeypatch.setattr(_counter, "prefix_step", step)
+    return steps
+
+
+def test_anchored_append_costs_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps = _spy_steps(monkeypatch)
     counter = _counter_()
     history = tool_turns(3_333)  # 10,000 messages
     history.append(_answer(counter, history, 90_000))
@@ -263,18 +268,6 @@ def test_anchored_append_costs_only_the_new_messages(monkeypatch: pytest.MonkeyP
     new = HumanMessage("one more", id="new")
     assert counter.count_messages([*history, new]) == 90_040 + counter.count_message(new)
     assert steps == [new]
-
-
-def _spy_steps(monkeypatch: pytest.MonkeyPatch) -> list[BaseMessage]:
-    steps: list[BaseMessage] = []
-    real_step = _counter.prefix_step
-
-    def step(prefix: bytes, message: BaseMessage, tokens: int) -> bytes:
-        steps.append(message)
-        return real_step(prefix, message, tokens)
-
-    monkeypatch.setattr(_counter, "prefix_step", step)
-    return steps
 
 
 def _decoded(history: list[BaseMessage]) -> list[BaseMessage]:
