@@ -327,3 +327,16 @@ def test_each_replayed_turn_is_one_run_on_the_demo_configuration(tmp_path: Path)
     assert config.memory.enabled and config.summarization.model_name == "extractive"
     assert config.storage.url == f"sqlite:///{tmp_path / 'foldwise.db'}"
     assert Path(config.offload.root).parent == tmp_path
+
+
+async def test_a_signal_as_the_server_starts_stops_it_without_a_preload() -> None:
+    """SIGTERM right after start-up: uvicorn may close its sockets before the preload looks."""
+    import asyncio
+    import types
+
+    from foldwise.cli._serve_demo import _preload_and_announce
+
+    stopping = types.SimpleNamespace(started=True, should_exit=True, servers=[])
+    serving: asyncio.Task[None] = asyncio.create_task(asyncio.sleep(0))
+    await _preload_and_announce(stopping, serving, agents=None, started=0.0)  # type: ignore[arg-type]
+    await serving

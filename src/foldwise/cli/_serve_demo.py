@@ -84,6 +84,8 @@ async def _preload_and_announce(
     Raises:
         PreloadError: The preload failed (the server is stopped first).
     """
+    if server.should_exit:  # a signal came as it started: its sockets may be closed already
+        return
     url = f"http://{DEMO_HOST}:{_bound_port(server)}"
     # trust_env=False: an HTTP(S)_PROXY of the environment must not see loopback traffic.
     async with httpx.AsyncClient(base_url=url, timeout=_PRELOAD_TIMEOUT, trust_env=False) as client:
