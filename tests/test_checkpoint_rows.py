@@ -292,15 +292,21 @@ def _count(saver: FencedSqliteSaver, table: str, thread: str) -> int:
     return int(row[0])
 
 
+@asynccontextmanager
+async def _thread_of(tmp_path: Path, turns: int) -> AsyncIterator[tuple[Any, Any, str]]:
+    """The app's client, its checkpointer and a thread of `turns` long turns."""
+    model = ScriptedChatModel(default="ok " * 200)
+    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
+        thread = (await c.post("/threads", json={})).json()["thread_id"]
+        for turn in range(turns):
+            await _wait(c, thread, f"turn {turn} {WORDS}")
+        yield c, app.state.gateway.checkpointer, thread
+
+
 async def test_a_run_writes_a_row_per_change_of_the_messages_and_deletion_removes_them(
     tmp_path: Path,
 ) -> None:
-    model = ScriptedChatModel(default="ok " * 200)
-    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
-        saver = app.state.gateway.checkpointer
-        thread = (await c.post("/threads", json={})).json()["thread_id"]
-        for turn in range(30):
-            await _wait(c, thread, f"turn {turn} {WORDS}")
+    async with _thread_of(tmp_path, 30) as (c, saver, thread):
         rows, checkpoints = (
             _count(saver, "foldwise_channel_values", thread),
             _count(saver, "checkpoints", thread),
@@ -324,12 +330,7 @@ async def test_a_run_writes_a_row_per_change_of_the_messages_and_deletion_remove
 async def test_a_copied_thread_reads_the_same_after_its_source_is_deleted(
     tmp_path: Path,
 ) -> None:
-    model = ScriptedChatModel(default="ok " * 200)
-    async with open_app(gateway_config(tmp_path, QUIET), scripted_factory(model)) as (c, app):
-        saver = app.state.gateway.checkpointer
-        thread = (await c.post("/threads", json={})).json()["thread_id"]
-        for turn in range(12):
-            await _wait(c, thread, f"turn {turn} {WORDS}")
+    async with _thread_of(tmp_path, 12) as (c, saver, thread):
         source = [_shape(s) async for s in saver.alist({"configurable": {"thread_id": thread}})]
         copy = (await c.post(f"/threads/{thread}/copy")).json()["thread_id"]
         assert (await c.delete(f"/threads/{thread}")).status_code in (200, 204)
