@@ -256,3 +256,38 @@ async def test_a_run_decodes_the_head_checkpoint_once(tmp_path: Path, monkeypatc
         values = await _wait(c, thread, "one more")
         assert len(values["messages"]) == 62
         assert len(decoded) == 1, decoded  # was 2: the same blob decoded by each reader
+
+
+def _calls(dependant: Any) -> list[Any]:
+    """Every callable FastAPI calls for a route: its dependencies' (nested), then the route's."""
+    found: list[Any] = []
+    for sub in dependant.dependencies:
+        found += _calls(sub)
+    return [*found, dependant.call]
+
+
+def test_no_route_or_dependency_leaves_the_event_loop(tmp_path: Path) -> None:
+    """FastAPI runs a plain ``def`` endpoint or dependency in a worker thread: one round trip
+    between threads per call. The gateway's are all ``async def`` (none blocks)."""
+    import inspect
+
+    from fastapi.routing import APIRoute
+
+    from foldwise.gateway import create_app
+
+    app = create_app(gateway_config(tmp_path, {"memory": {"enabled": True}}))
+    routes: list[APIRoute] = []
+    pending = list(app.routes)
+    while pending:  # FastAPI 0.165 lists an included router as one entry
+        route = pending.pop()
+        included = getattr(route, "original_router", None)
+        pending += included.routes if included is not None else []
+        routes += [route] if isinstance(route, APIRoute) else []
+    assert len(routes) > 40
+    sync = {
+        f"{route.path}: {getattr(call, '__qualname__', call)}"
+        for route in routes
+        for call in _calls(route.dependant)
+        if call is not None and not inspect.iscoroutinefunction(call)
+    }
+    assert not sync, sorted(sync)

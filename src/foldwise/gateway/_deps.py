@@ -80,20 +80,24 @@ class Gateway:
         return self.agents.get(assistant_id, model_name)
 
 
-def _gateway(request: Request) -> Gateway:
+async def _gateway(request: Request) -> Gateway:
     gateway: Gateway = request.app.state.gateway
     return gateway
 
 
-def _thread_id(
+async def _thread_id(
     thread_id: Annotated[str, Path(description="A UUID or 1-128 characters A-Z a-z 0-9 _ -")],
 ) -> str:
     return validate_thread_id(thread_id)
 
 
+async def _identity(request: Request) -> str:
+    return request_identity(request)
+
+
 GatewayDep = Annotated[Gateway, Depends(_gateway)]
 ThreadIdDep = Annotated[str, Depends(_thread_id)]
-IdentityDep = Annotated[str, Depends(request_identity)]
+IdentityDep = Annotated[str, Depends(_identity)]
 """The caller's identity (`LOCAL_IDENTITY` when no auth is configured); it owns threads."""
 
 

@@ -92,7 +92,7 @@ def _scope(gateway: Gateway, identity: str, agent: str | None) -> MemoryScope:
     return MemoryScope(_manager(gateway), _namespace(gateway, identity, agent))
 
 
-def _query_scope(
+async def _query_scope(
     gateway: GatewayDep, identity: IdentityDep, agent: AgentQuery = None
 ) -> MemoryScope:
     return _scope(gateway, identity, agent)
