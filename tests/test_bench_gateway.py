@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,15 @@ from foldwise.bench._gateway_bench import (
     GatewayBenchReport,
     write_gateway_report,
 )
-from foldwise.bench._gateway_measure import ColumnResult, Sizes, _growing, _Lane, _sequential
+from foldwise.bench._gateway_measure import (
+    ColumnResult,
+    Sizes,
+    _growing,
+    _Lane,
+    _sequential,
+    growth_fit,
+    paired_growth,
+)
 from foldwise.bench._gateway_render import checks
 from foldwise.bench._gateway_targets import Target, langgraph_unavailable
 from foldwise.cli import app
@@ -43,7 +52,7 @@ def _sane(column: dict[str, object]) -> None:
     assert column["create_wait_p99"] >= column["create_wait_p50"]  # type: ignore[operator]
     assert column["sequential_samples"] and column["stream_samples"]
     assert column["concurrent_requests"] and column["concurrent_errors"] == 0
-    assert len(column["turn_latencies"]) == 6  # type: ignore[arg-type]
+    assert [len(t) for t in column["turn_latencies"]] == [6]  # type: ignore[attr-defined]
     assert 10 < column["rss_after_mib"] < 4096  # type: ignore[operator]
     assert column["rss_samples"] >= 1
 
@@ -189,7 +198,74 @@ async def test_side_by_side_targets_take_turns_in_alternating_order() -> None:
     log.clear()
     await _growing(lanes, sizes)
     assert log == ["A", "B", "B", "A", "A", "B", "B", "A"]
-    assert [len(lane.result.turn_latencies) for lane in lanes] == [4, 4]
+    assert [[len(t) for t in lane.result.turn_latencies] for lane in lanes] == [[4], [4]]
+
+
+async def test_growing_threads_take_turns_within_each_turn() -> None:
+    log: list[str] = []
+    lanes = [
+        _Lane(Target(name, "http://x", 1), _Recording(name, log), ColumnResult(name))
+        for name in ("A", "B")
+    ]
+    sizes = Sizes(sequential=1, warmup=0, turns=3, window=2, clients=1, seconds=1, streams=1)
+    await _growing(lanes, replace(sizes, threads=2))
+    assert log == ["A", "B", "B", "A"] * 3  # each turn: thread 1, then thread 2
+    assert [[len(t) for t in lane.result.turn_latencies] for lane in lanes] == [[3, 3], [3, 3]]
+    assert all(lane.result.turns_window == "2-3" for lane in lanes)
+
+
+def test_growth_fit_is_least_squares_with_its_standard_error() -> None:
+    exact = growth_fit([[10.0 + 0.5 * t for t in range(1, 201)]] * 3)
+    assert exact.slope == pytest.approx(0.5)
+    assert exact.standard_error == pytest.approx(0.0, abs=1e-9)
+    # 1, 3, 2, 4 at turns 1-4: the line 0.5 + 0.8 t, residuals -0.3 0.9 -0.9 0.3 (squares 1.8)
+    noisy = growth_fit([[1.0, 3.0, 2.0, 4.0]])
+    assert noisy.slope == pytest.approx(0.8)
+    spread = 5.0  # of the turns about their mean
+    assert noisy.standard_error == pytest.approx((1.8 / (4 - 2) / spread) ** 0.5)
+    assert growth_fit([[5.0]]).slope == 0.0
+
+
+def test_the_paired_difference_cancels_what_both_servers_saw() -> None:
+    """A machine slowing down on some turns lands on both servers, measured back to back: the
+    separate slopes are far off, the paired difference is exact."""
+    drift = [40.0 * ((t * 7919) % 13 == 0) + 0.2 * t for t in range(1, 201)]
+    base = [[20.0 + 0.4 * t + d for t, d in zip(range(1, 201), drift, strict=True)]]
+    steeper = [[25.0 + 0.45 * t + d for t, d in zip(range(1, 201), drift, strict=True)]]
+    paired = paired_growth(steeper, base)
+    assert paired is not None
+    assert paired.slope == pytest.approx(0.05)
+    assert paired.standard_error == pytest.approx(0.0, abs=1e-9)
+    assert growth_fit(base).standard_error > 0.01
+    assert paired_growth([[1.0, 2.0]], [[1.0]]) is None
+
+
+def _growing_column(label: str, series: list[list[float]]) -> ColumnResult:
+    column = _column(label, 10.0, growth_fit(series).slope)
+    column.turn_latencies = series
+    return column
+
+
+def test_growth_fails_only_when_measurably_steeper_than_langgraph() -> None:
+    turns = range(1, 201)
+    noise = [3.0 * ((t * 37) % 7 - 3) for t in turns]  # the same on both: cancels
+    jitter = [0.5 * ((t * 11) % 5 - 2) for t in turns]  # foldwise's own: does not
+    base = [[20.0 + 0.4 * t + n for t, n in zip(turns, noise, strict=True)]]
+
+    def judged(slope: float) -> tuple[str, bool | None]:
+        series = [[20.0 + slope * t + n + j for t, n, j in zip(turns, noise, jitter, strict=True)]]
+        report = GatewayBenchReport(
+            [_growing_column(FAST, base), _growing_column(SQLITE, series)], sizes={}
+        )
+        found = [(v, ok) for name, v, ok in checks(report) if "growth" in name]
+        assert len(found) == 1
+        return found[0]
+
+    assert judged(0.4)[1] is True  # the same slope
+    assert judged(0.38)[1] is True
+    value, ok = judged(0.44)  # 10 % steeper: far beyond the error of the difference
+    assert ok is False
+    assert value.startswith("+0.040 ± 0.00")
 
 
 def test_errors_under_load_fail_the_check() -> None:

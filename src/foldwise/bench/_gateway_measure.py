@@ -4,8 +4,9 @@ Every phase talks to a `Target` from outside, over HTTP, the way an application 
 
 - `sequential`: ``threads.create`` then ``runs.wait`` (one user message), one after another;
   the latency of the pair, after a few untimed warm-up pairs;
-- `growing`: one thread, ``runs.wait`` turn after turn; each turn's latency, the median of
-  the last `window` turns and the least-squares slope over all turns (ms per turn);
+- `growing`: `threads` threads (one by default), ``runs.wait`` turn after turn, the threads
+  taking turns; each turn's latency, the median of the last `window` turns (of every thread)
+  and the least-squares slope over all turns (ms per turn);
 - `concurrent`: `clients` clients for `seconds`, each repeating create + wait (one request
   = one pair, the same unit as `sequential`); completed requests per second of wall time,
   while `RssSampler` samples the server's RSS once a second;
@@ -21,13 +22,13 @@ import contextlib
 import statistics
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from foldwise.bench._gateway_targets import Target
 from foldwise.bench._serve import MIB, RSS_TOLERANCE, RssSampler, percentile, rss_bytes, rss_growth
 
-__all__ = ["ColumnResult", "Sizes", "measure"]
+__all__ = ["ColumnResult", "GrowthFit", "Sizes", "growth_fit", "measure", "paired_growth"]
 
 _ASSISTANT = "agent"
 CONCURRENT_BLOCKS = 3
@@ -45,17 +46,16 @@ class Sizes:
     clients: int
     seconds: float
     streams: int
+    threads: int = 1
+    """Growing threads per server: more threads, a slope known more precisely."""
 
     def capped(self, sequential: int, streams: int) -> Sizes:
         """The same sizes with at most `sequential` pairs and `streams` streams."""
-        return Sizes(
-            min(self.sequential, sequential),
-            min(self.warmup, 2),
-            self.turns,
-            self.window,
-            self.clients,
-            self.seconds,
-            min(self.streams, streams),
+        return replace(
+            self,
+            sequential=min(self.sequential, sequential),
+            warmup=min(self.warmup, 2),
+            streams=min(self.streams, streams),
         )
 
 
@@ -80,12 +80,13 @@ class ColumnResult:
     rss_growth_mib: float = 0.0
     rss_flat: bool = False
     rss_samples: int = 0
-    turn_latencies: list[float] = field(default_factory=list)
+    turn_latencies: list[list[float]] = field(default_factory=list)
+    """Per growing thread, each turn's latency."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (the per-turn latencies rounded to 0.1 ms)."""
         data = asdict(self)
-        data["turn_latencies"] = [round(v, 1) for v in self.turn_latencies]
+        data["turn_latencies"] = [[round(v, 1) for v in t] for t in self.turn_latencies]
         return data
 
 
@@ -140,25 +141,74 @@ async def _sequential(lanes: Sequence[_Lane], sizes: Sizes) -> None:
 
 
 async def _growing(lanes: Sequence[_Lane], sizes: Sizes) -> None:
-    threads = {
-        lane.result.label: (await lane.client.threads.create())["thread_id"] for lane in lanes
-    }
-    for turn, order in _rounds(lanes, sizes.turns):
+    threads: dict[str, list[str]] = {}
+    for lane in lanes:
+        created = [await lane.client.threads.create() for _ in range(sizes.threads)]
+        threads[lane.result.label] = [thread["thread_id"] for thread in created]
+        lane.result.turn_latencies = [[] for _ in created]
+    rounds = _rounds(lanes, sizes.turns * sizes.threads)
+    for n, order in rounds:  # turn by turn, each thread in turn, the servers alternating
+        turn, k = divmod(n, sizes.threads)
         text = f"turn {turn + 1}"
         for lane in order:
             started = time.perf_counter()
             values = await lane.client.runs.wait(
-                threads[lane.result.label], _ASSISTANT, input=_message(text)
+                threads[lane.result.label][k], _ASSISTANT, input=_message(text)
             )
-            lane.result.turn_latencies.append((time.perf_counter() - started) * 1000)
+            lane.result.turn_latencies[k].append((time.perf_counter() - started) * 1000)
             _check_answer(values, text)
     for lane in lanes:
-        result, latencies = lane.result, lane.result.turn_latencies
-        window = latencies[-sizes.window :]
-        result.turns_p50 = statistics.median(window)
-        result.turns_window = f"{sizes.turns - len(window) + 1}-{sizes.turns}"
-        turns = list(range(1, len(latencies) + 1))
-        result.growth_ms_per_turn = statistics.linear_regression(turns, latencies).slope
+        result, series = lane.result, lane.result.turn_latencies
+        result.turns_p50 = statistics.median(v for s in series for v in s[-sizes.window :])
+        result.turns_window = f"{sizes.turns - min(sizes.window, sizes.turns) + 1}-{sizes.turns}"
+        result.growth_ms_per_turn = growth_fit(series).slope
+
+
+@dataclass(frozen=True)
+class GrowthFit:
+    """A least-squares line through (turn, latency) points (ms per turn)."""
+
+    slope: float
+    standard_error: float
+    """The slope's standard error."""
+
+
+def growth_fit(series: Sequence[Sequence[float]]) -> GrowthFit:
+    """The line through every series' points (turn 1, 2, … in each), pooled.
+
+    The standard error is the textbook one (residual variance over the spread of the turns);
+    it is 0 for fewer than three points.
+    """
+    turns = [float(t) for s in series for t in range(1, len(s) + 1)]
+    values = [float(v) for s in series for v in s]
+    if len(values) < 2 or len(set(turns)) < 2:
+        return GrowthFit(0.0, 0.0)
+    line = statistics.linear_regression(turns, values)
+    if len(values) < 3:
+        return GrowthFit(line.slope, 0.0)
+    mean = statistics.fmean(turns)
+    spread = sum((t - mean) ** 2 for t in turns)
+    residual = sum(
+        (v - line.intercept - line.slope * t) ** 2 for t, v in zip(turns, values, strict=True)
+    )
+    return GrowthFit(line.slope, (residual / (len(values) - 2) / spread) ** 0.5)
+
+
+def paired_growth(
+    column: Sequence[Sequence[float]], base: Sequence[Sequence[float]]
+) -> GrowthFit | None:
+    """The growth of `column`'s latency minus `base`'s, turn by turn (same thread, same turn).
+
+    The two servers were measured back to back at each turn, so a drift in the machine's
+    speed falls on both and mostly cancels in the difference: its slope says whether one
+    grows faster than the other far more precisely than two separate slopes do. None when
+    the series do not match.
+    """
+    if [len(s) for s in column] != [len(s) for s in base] or not column:
+        return None
+    return growth_fit(
+        [[a - b for a, b in zip(s, t, strict=True)] for s, t in zip(column, base, strict=True)]
+    )
 
 
 async def _client_loop(
