@@ -212,6 +212,8 @@ async def test_growing_threads_take_turns_within_each_turn() -> None:
     assert log == ["A", "B", "B", "A"] * 3  # each turn: thread 1, then thread 2
     assert [[len(t) for t in lane.result.turn_latencies] for lane in lanes] == [[3, 3], [3, 3]]
     assert all(lane.result.turns_window == "2-3" for lane in lanes)
+    # LangGraph as shipped (0.5 s a run) grows one thread only
+    assert replace(sizes, threads=3).capped(2, 1).threads == 1
 
 
 def test_growth_fit_is_least_squares_with_its_standard_error() -> None:

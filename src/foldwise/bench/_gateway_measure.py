@@ -50,12 +50,13 @@ class Sizes:
     """Growing threads per server: more threads, a slope known more precisely."""
 
     def capped(self, sequential: int, streams: int) -> Sizes:
-        """The same sizes with at most `sequential` pairs and `streams` streams."""
+        """The same sizes with at most `sequential` pairs and `streams` streams, one thread."""
         return replace(
             self,
             sequential=min(self.sequential, sequential),
             warmup=min(self.warmup, 2),
             streams=min(self.streams, streams),
+            threads=1,
         )
 
 
