@@ -272,22 +272,35 @@ def test_no_route_or_dependency_leaves_the_event_loop(tmp_path: Path) -> None:
     import inspect
 
     from fastapi.routing import APIRoute
+    from starlette.routing import Route
 
     from foldwise.gateway import create_app
 
     app = create_app(gateway_config(tmp_path, {"memory": {"enabled": True}}))
     routes: list[APIRoute] = []
+    plain: list[Route] = []  # FastAPI's own /docs, /redoc, /openapi.json
     pending = list(app.routes)
     while pending:  # FastAPI 0.165 lists an included router as one entry
         route = pending.pop()
         included = getattr(route, "original_router", None)
-        pending += included.routes if included is not None else []
-        routes += [route] if isinstance(route, APIRoute) else []
+        if included is not None:
+            pending += included.routes
+        elif isinstance(route, APIRoute):
+            routes.append(route)
+        else:  # a Mount, a WebSocket route...: walk it here before allowing it
+            assert type(route) is Route, route
+            plain.append(route)
     assert len(routes) > 40
     sync = {
         f"{route.path}: {getattr(call, '__qualname__', call)}"
         for route in routes
         for call in _calls(route.dependant)
         if call is not None and not inspect.iscoroutinefunction(call)
+    }
+    sync |= {r.path for r in plain if not inspect.iscoroutinefunction(r.endpoint)}
+    sync |= {  # Starlette runs a plain ``def`` exception handler in a worker thread too
+        f"handler {key}: {handler.__qualname__}"
+        for key, handler in app.exception_handlers.items()
+        if not inspect.iscoroutinefunction(handler)
     }
     assert not sync, sorted(sync)
