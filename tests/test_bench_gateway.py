@@ -90,7 +90,7 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
     assert text.startswith("# Benchmarks\n\nhand-written text\n")
     assert BEGIN_MARK in text and END_MARK in text
     assert "| create thread + runs.wait p50 (ms) |" in text
-    assert "| one thread, turns 4-6 p50 (ms) |" in text
+    assert "| growing threads, turns 4-6 p50 (ms) |" in text
 
 
 def _column(label: str, p50: float, growth: float, rss: list[int] | None = None) -> ColumnResult:
@@ -209,7 +209,8 @@ async def test_growing_threads_take_turns_within_each_turn() -> None:
     ]
     sizes = Sizes(sequential=1, warmup=0, turns=3, window=2, clients=1, seconds=1, streams=1)
     await _growing(lanes, replace(sizes, threads=2))
-    assert log == ["A", "B", "B", "A"] * 3  # each turn: thread 1, then thread 2
+    # each turn: thread 1, then thread 2; on each thread the servers swap from turn to turn
+    assert log == ["A", "B", "B", "A", "B", "A", "A", "B", "A", "B", "B", "A"]
     assert [[len(t) for t in lane.result.turn_latencies] for lane in lanes] == [[3, 3], [3, 3]]
     assert all(lane.result.turns_window == "2-3" for lane in lanes)
     # LangGraph as shipped (0.5 s a run) grows one thread only
@@ -226,6 +227,19 @@ def test_growth_fit_is_least_squares_with_its_standard_error() -> None:
     spread = 5.0  # of the turns about their mean
     assert noisy.standard_error == pytest.approx((1.8 / (4 - 2) / spread) ** 0.5)
     assert growth_fit([[5.0]]).slope == 0.0
+
+
+def test_growth_fit_gives_each_thread_its_own_intercept() -> None:
+    """Threads offset from one another (one slower throughout) are not noise about the slope."""
+    wobble = [0.5 * ((t * 11) % 5 - 2) for t in range(1, 201)]
+    shifted = [
+        [off + 0.05 * t + w for t, w in zip(range(1, 201), wobble, strict=True)]
+        for off in (-20.0, 0.0, 20.0)
+    ]
+    alone = growth_fit([shifted[1]])
+    pooled = growth_fit(shifted)
+    assert pooled.slope == pytest.approx(alone.slope)
+    assert pooled.standard_error < alone.standard_error  # three threads, not 40 ms of spread
 
 
 def test_the_paired_difference_cancels_what_both_servers_saw() -> None:

@@ -147,9 +147,12 @@ async def _growing(lanes: Sequence[_Lane], sizes: Sizes) -> None:
         created = [await lane.client.threads.create() for _ in range(sizes.threads)]
         threads[lane.result.label] = [thread["thread_id"] for thread in created]
         lane.result.turn_latencies = [[] for _ in created]
-    rounds = _rounds(lanes, sizes.turns * sizes.threads)
-    for n, order in rounds:  # turn by turn, each thread in turn, the servers alternating
+    for n in range(sizes.turns * sizes.threads):  # turn by turn, each thread in turn
         turn, k = divmod(n, sizes.threads)
+        # The order flips from turn to turn on every thread (and from thread to thread within
+        # a turn): with an even number of threads, flipping on `n` alone would put the same
+        # server first on a given thread at every turn.
+        order = list(lanes) if (turn + k) % 2 == 0 else list(reversed(lanes))
         text = f"turn {turn + 1}"
         for lane in order:
             started = time.perf_counter()
@@ -175,24 +178,36 @@ class GrowthFit:
 
 
 def growth_fit(series: Sequence[Sequence[float]]) -> GrowthFit:
-    """The line through every series' points (turn 1, 2, … in each), pooled.
+    """One slope through every series' points (turn 1, 2, … in each), each its own intercept.
 
-    The standard error is the textbook one (residual variance over the spread of the turns);
-    it is 0 for fewer than three points.
+    Each series is centred on its own means first (a thread slower throughout than another
+    shifts its line, not the slope, and does not count as noise). The standard error is the
+    textbook one (residual variance over the spread of the turns, n - series - 1 degrees of
+    freedom); it is 0 when no degree of freedom is left.
     """
-    turns = [float(t) for s in series for t in range(1, len(s) + 1)]
-    values = [float(v) for s in series for v in s]
-    if len(values) < 2 or len(set(turns)) < 2:
+    spread = cross = 0.0
+    centred: list[tuple[list[float], list[float]]] = []
+    for s in series:
+        if len(s) < 2:
+            continue
+        turns = [t - (len(s) + 1) / 2 for t in range(1, len(s) + 1)]
+        mean = statistics.fmean(s)
+        values = [float(v) - mean for v in s]
+        centred.append((turns, values))
+        spread += sum(t * t for t in turns)
+        cross += sum(t * v for t, v in zip(turns, values, strict=True))
+    if not spread:
         return GrowthFit(0.0, 0.0)
-    line = statistics.linear_regression(turns, values)
-    if len(values) < 3:
-        return GrowthFit(line.slope, 0.0)
-    mean = statistics.fmean(turns)
-    spread = sum((t - mean) ** 2 for t in turns)
+    slope = cross / spread
+    freedom = sum(len(turns) for turns, _ in centred) - len(centred) - 1
+    if freedom < 1:
+        return GrowthFit(slope, 0.0)
     residual = sum(
-        (v - line.intercept - line.slope * t) ** 2 for t, v in zip(turns, values, strict=True)
+        (v - slope * t) ** 2
+        for turns, values in centred
+        for t, v in zip(turns, values, strict=True)
     )
-    return GrowthFit(line.slope, (residual / (len(values) - 2) / spread) ** 0.5)
+    return GrowthFit(slope, (residual / freedom / spread) ** 0.5)
 
 
 def paired_growth(

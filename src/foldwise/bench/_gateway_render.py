@@ -26,7 +26,7 @@ Metric = Callable[[ColumnResult], float]
 _ROWS: list[tuple[str, Metric, str]] = [
     ("create thread + runs.wait p50 (ms)", lambda c: c.create_wait_p50, "{:.1f}"),
     ("create thread + runs.wait p99 (ms)", lambda c: c.create_wait_p99, "{:.1f}"),
-    ("one thread, turns {window} p50 (ms)", lambda c: c.turns_p50, "{:.1f}"),
+    ("growing threads, turns {window} p50 (ms)", lambda c: c.turns_p50, "{:.1f}"),
     ("growth per turn, fitted (ms/turn)", lambda c: c.growth_ms_per_turn, "{:+.3f}"),
     ("{clients} clients x {seconds} s, requests/s", lambda c: c.requests_per_second, "{:.1f}"),
     ("runs.stream first event p50 (ms)", lambda c: c.stream_first_event_p50, "{:.1f}"),
