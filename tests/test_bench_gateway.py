@@ -268,8 +268,13 @@ def test_growth_fails_only_when_measurably_steeper_than_langgraph() -> None:
     jitter = [0.5 * ((t * 11) % 5 - 2) for t in turns]  # foldwise's own: does not
     base = [[20.0 + 0.4 * t + n for t, n in zip(turns, noise, strict=True)]]
 
-    def judged(slope: float) -> tuple[str, bool | None]:
-        series = [[20.0 + slope * t + n + j for t, n, j in zip(turns, noise, jitter, strict=True)]]
+    def judged(slope: float, spread: float = 1.0) -> tuple[str, bool | None]:
+        series = [
+            [
+                20.0 + slope * t + n + spread * j
+                for t, n, j in zip(turns, noise, jitter, strict=True)
+            ]
+        ]
         report = GatewayBenchReport(
             [_growing_column(FAST, base), _growing_column(SQLITE, series)], sizes={}
         )
@@ -282,6 +287,10 @@ def test_growth_fails_only_when_measurably_steeper_than_langgraph() -> None:
     value, ok = judged(0.44)  # 10 % steeper: far beyond the error of the difference
     assert ok is False
     assert value.startswith("+0.040 ± 0.00")
+    # foldwise's own noise 40 times larger: the same slope cannot be told apart from a 10 %
+    # steeper one, so it is not a pass (n/a), and a far steeper one still fails
+    assert judged(0.4, spread=40.0)[1] is None
+    assert judged(0.6, spread=40.0)[1] is False
 
 
 def test_errors_under_load_fail_the_check() -> None:

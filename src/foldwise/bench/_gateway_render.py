@@ -10,7 +10,7 @@ from foldwise.bench._gateway_measure import ColumnResult, paired_growth
 if TYPE_CHECKING:
     from foldwise.bench._gateway_bench import GatewayBenchReport
 
-__all__ = ["GROWTH_ERRORS", "TARGETS", "checks", "ratios", "render_markdown"]
+__all__ = ["GROWTH_ERRORS", "GROWTH_RESOLUTION", "TARGETS", "checks", "ratios", "render_markdown"]
 
 TARGETS = {"p50": 14.0, "p99": 25.0, "rps": 80.0, "growth_fallback": 0.3}
 """Issue 16: create + wait p50 ≤ 14 ms, p99 ≤ 25 ms, ≥ 80 requests/s (and none failed); growth
@@ -20,6 +20,9 @@ GROWTH_ERRORS = 2.0
 """Growth "no steeper than LangGraph's": the paired difference of the slopes (foldwise minus
 LangGraph, turn by turn) may exceed zero by at most this many of its standard errors, i.e. it
 fails only when foldwise grows measurably faster (one-sided, about 98 %)."""
+GROWTH_RESOLUTION = 0.1
+"""A pass needs the paired difference known this finely: `GROWTH_ERRORS` standard errors at
+most this share of LangGraph's slope; a noisier run (or `--quick`) reads n/a, not pass."""
 
 _FAST, _FOLDWISE = "LangGraph, poll 5 ms", ("foldwise (SQLite)", "foldwise (PostgreSQL)")
 Metric = Callable[[ColumnResult], float]
@@ -92,7 +95,7 @@ def checks(report: GatewayBenchReport) -> list[tuple[str, str, bool | None]]:
 
 def _growth_check(
     label: str, column: ColumnResult, base: ColumnResult | None
-) -> tuple[str, str, bool]:
+) -> tuple[str, str, bool | None]:
     """Growth against LangGraph-5ms's in this run (paired), else against issue 16's 0.3."""
     paired = paired_growth(column.turn_latencies, base.turn_latencies) if base else None
     if base is None or paired is None:
@@ -108,8 +111,16 @@ def _growth_check(
         f"{GROWTH_ERRORS:g} standard errors)",
         f"{paired.slope:+.3f} ± {paired.standard_error:.3f} ms/turn "
         f"({column.growth_ms_per_turn:+.3f} vs {base.growth_ms_per_turn:+.3f})",
-        paired.slope <= GROWTH_ERRORS * paired.standard_error,
+        _growth_verdict(paired.slope, paired.standard_error, base.growth_ms_per_turn),
     )
+
+
+def _growth_verdict(difference: float, error: float, base_slope: float) -> bool | None:
+    """False when measurably steeper; None when too imprecise to say it is not; else True."""
+    margin = GROWTH_ERRORS * error
+    if difference > margin:
+        return False
+    return None if margin > GROWTH_RESOLUTION * base_slope else True
 
 
 def _table(report: GatewayBenchReport) -> list[str]:
