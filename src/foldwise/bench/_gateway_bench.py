@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 FULL_SIZES = Sizes(
-    sequential=200, warmup=10, turns=200, window=20, clients=16, seconds=30, streams=50, threads=3
+    sequential=500, warmup=10, turns=200, window=20, clients=16, seconds=30, streams=50, threads=3
 )
 QUICK_SIZES = Sizes(sequential=5, warmup=1, turns=6, window=3, clients=2, seconds=2, streams=3)
 SHIPPED_CAP = {"full": (30, 10), "quick": (2, 1)}
