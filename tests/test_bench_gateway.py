@@ -185,12 +185,17 @@ class _Recording:
         return {"messages": [{"content": f"re: {text}"}]}
 
 
-async def test_side_by_side_targets_take_turns_in_alternating_order() -> None:
-    log: list[str] = []
-    lanes = [
+def _recording_lanes(log: list[str]) -> list[_Lane]:
+    """Servers A and B, each answering through a `_Recording` client that logs into `log`."""
+    return [
         _Lane(Target(name, "http://x", 1), _Recording(name, log), ColumnResult(name))
         for name in ("A", "B")
     ]
+
+
+async def test_side_by_side_targets_take_turns_in_alternating_order() -> None:
+    log: list[str] = []
+    lanes = _recording_lanes(log)
     sizes = Sizes(sequential=3, warmup=1, turns=4, window=2, clients=1, seconds=1, streams=1)
     await _sequential(lanes, sizes)
     assert log == ["A", "B", "B", "A", "A", "B", "B", "A"]  # warm-up round, then 3 measured
@@ -203,10 +208,7 @@ async def test_side_by_side_targets_take_turns_in_alternating_order() -> None:
 
 async def test_growing_threads_take_turns_within_each_turn() -> None:
     log: list[str] = []
-    lanes = [
-        _Lane(Target(name, "http://x", 1), _Recording(name, log), ColumnResult(name))
-        for name in ("A", "B")
-    ]
+    lanes = _recording_lanes(log)
     sizes = Sizes(sequential=1, warmup=0, turns=3, window=2, clients=1, seconds=1, streams=1)
     await _growing(lanes, replace(sizes, threads=2))
     # each turn: thread 1, then thread 2; on each thread the servers swap from turn to turn
