@@ -191,7 +191,7 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-def request_identity(request: Request) -> str:
+async def request_identity(request: Request) -> str:
     """The identity `AuthMiddleware` resolved for this request.
 
     Raises:

@@ -91,13 +91,9 @@ async def _thread_id(
     return validate_thread_id(thread_id)
 
 
-async def _identity(request: Request) -> str:
-    return request_identity(request)
-
-
 GatewayDep = Annotated[Gateway, Depends(_gateway)]
 ThreadIdDep = Annotated[str, Depends(_thread_id)]
-IdentityDep = Annotated[str, Depends(_identity)]
+IdentityDep = Annotated[str, Depends(request_identity)]
 """The caller's identity (`LOCAL_IDENTITY` when no auth is configured); it owns threads."""
 
 
